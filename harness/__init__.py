@@ -1,0 +1,1 @@
+"""Budgeted-RAG evaluation harness."""

@@ -1,0 +1,44 @@
+"""The one error every loader raises for malformed input, so a bad file is found without a debugger."""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file that cannot be read as its layout promises.
+
+    The message names the file, the record (position in the file and question id) and the field,
+    e.g. ``hotpot.json: record 17 (id '5a8b...'): field 'context': empty context``.
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        message: str,
+        index: int | None = None,
+        record_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.message = message
+        self.index = index
+        self.record_id = record_id
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.path]
+        if self.index is not None or self.record_id is not None:
+            record = "record" if self.index is None else f"record {self.index}"
+            if self.record_id is not None:
+                record += f" (id {self.record_id!r})"
+            parts.append(record)
+        if self.field is not None:
+            parts.append(f"field {self.field!r}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+    def __reduce__(self):
+        # Keyword-style constructors do not survive pickling by default (multiprocess launchers).
+        return (type(self), (self.path, self.message, self.index, self.record_id, self.field))

@@ -1,0 +1,74 @@
+"""HotpotQA records (distractor and fullwiki settings) as Examples.
+
+Fields: ``_id, question, answer, supporting_facts [[title, sent_idx]], context [[title, [sentences]]],
+type, level``. Gold documents are the context paragraphs whose title a supporting fact names;
+``hops`` is the number of distinct supporting titles and ``qtype`` the record's ``type``
+(bridge/comparison).
+
+In the distractor setting every supporting title must be in the context. In the fullwiki setting
+the context comes from a retriever, so supporting titles may be absent (or the context empty):
+``gold_doc_ids`` then holds only the gold paragraphs present, ``hops`` still counts every supporting
+title, and the absent ones are listed in ``metadata["missing_gold_titles"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.data.records import (
+    RecordContext,
+    answers,
+    context_paragraphs,
+    documents_from_paragraphs,
+    match_supporting_facts,
+    question_id,
+    supporting_facts,
+)
+from harness.types import Example
+
+ID_FIELD = "_id"
+SETTINGS = ("distractor", "fullwiki")
+
+
+def parse_record(
+    record: dict[str, Any],
+    ctx: RecordContext,
+    *,
+    dataset: str,
+    split: str,
+    setting: str = "distractor",
+) -> Example:
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown HotpotQA setting {setting!r}; expected one of {SETTINGS}")
+    qid = question_id(record, ID_FIELD, ctx)
+    question = ctx.text(record, "question")
+    answer = ctx.text(record, "answer")
+    qtype = ctx.get(record, "type", str).strip()
+    facts = supporting_facts(record, ctx)
+    paragraphs = context_paragraphs(record, ctx, allow_empty=setting == "fullwiki")
+    gold = match_supporting_facts(qid, paragraphs, facts)
+    if gold.missing_titles and setting == "distractor":
+        raise ctx.error(
+            f"supporting title(s) {list(gold.missing_titles)} not in the context "
+            "(a fullwiki file? load it with setting='fullwiki')",
+            "supporting_facts",
+        )
+    metadata: dict[str, Any] = {
+        "setting": setting,
+        "level": record.get("level", ""),
+        "supporting_sentences": gold.supporting_sentences,
+    }
+    if setting == "fullwiki":
+        metadata["missing_gold_titles"] = gold.missing_titles
+    return Example(
+        question_id=qid,
+        question=question,
+        answers=answers(answer, (), ctx, "answer"),
+        gold_doc_ids=gold.gold_doc_ids,
+        documents=documents_from_paragraphs(qid, paragraphs),
+        hops=len(gold.gold_titles),
+        qtype=qtype,
+        split=split,
+        dataset=dataset,
+        metadata=metadata,
+    )

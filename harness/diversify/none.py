@@ -1,0 +1,16 @@
+"""No diversification: the whole retrieved pool goes on to the packer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.diversify.base import Diversifier
+from harness.types import Pool
+
+
+class NoDiversifier(Diversifier):
+    def __init__(self, name: str = "none", k: int | None = None) -> None:
+        super().__init__(name, k or 1)
+
+    def select_indices(self, pool: Pool) -> np.ndarray:
+        return np.arange(len(pool.candidates))

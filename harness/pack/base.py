@@ -1,0 +1,58 @@
+"""The packer interface: fit snippets of the selected candidates into a reader-token budget."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.read.tokens import TokenCounter
+from harness.types import Context, Pool, Snippet
+
+
+@dataclass
+class PackingRequest:
+    """Everything a packer may use for one question. Every packer sees the same snippets."""
+
+    question: str
+    pool: Pool  # the candidates that survived tree -> diversifier, in rank order
+    snippets: list[Snippet]
+    snippet_embeddings: np.ndarray  # (n, d), L2-normalised, aligned with snippets
+    query_embedding: np.ndarray  # (d,)
+    budget: int  # reader tokens allowed for the rendered context
+    tokens: TokenCounter  # the reader's own tokenizer
+    seed: int = 0
+
+    @property
+    def relevance(self) -> np.ndarray:
+        """Cosine similarity of each snippet to the question."""
+        if len(self.snippets) == 0:
+            return np.zeros(0, dtype=np.float32)
+        return self.snippet_embeddings @ self.query_embedding
+
+    @property
+    def costs(self) -> np.ndarray:
+        return np.array([s.tokens for s in self.snippets], dtype=np.int64)
+
+
+class Packer(ABC):
+    """Chooses and orders snippets; always returns the Context the reader will see."""
+
+    #: packers whose output is not a subset of the snippets (compression) set this to False
+    selects_snippets: bool = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @abstractmethod
+    def pack(self, request: PackingRequest) -> Context:
+        ...
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def in_reading_order(snippets: list[Snippet]) -> list[Snippet]:
+    """Order chosen snippets by candidate rank, then by position inside the candidate."""
+    return sorted(snippets, key=lambda s: (s.rank, s.position))

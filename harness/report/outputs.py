@@ -1,0 +1,99 @@
+"""What a run leaves behind: rows.parquet, summary.json (means with bootstrap CIs), the composed config."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from harness.stats import summarize_columns
+
+log = logging.getLogger(__name__)
+
+SUMMARY_METRICS = [
+    "em",
+    "f1",
+    "answer_in_context",
+    "answer_in_context_graded",
+    "gold_doc_coverage",
+    "all_gold_in_reader",
+    "gold_token_density",
+    "recall_at_k",
+    "all_gold_at_k",
+    "recall",
+    "ndcg",
+    "alpha_ndcg",
+    "s_recall",
+    "err_ia",
+    "apd",
+    "vendi",
+    "pool_redundancy",
+    "selection_triggered",
+    "context_tokens",
+    "prompt_tokens",
+]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary sibling, then rename: a reader never sees a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def summarize(rows: pd.DataFrame, seed: int = 0, n_resamples: int = 2000) -> pd.DataFrame:
+    columns = [c for c in SUMMARY_METRICS if c in rows.columns and pd.api.types.is_numeric_dtype(rows[c])]
+    return summarize_columns(rows, columns, n_resamples=n_resamples, seed=seed)
+
+
+def print_summary(summary: pd.DataFrame, title: str) -> None:
+    table = Table(title=title)
+    for column in ("metric", "mean", "95% CI", "n"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for rec in summary.itertuples():
+        table.add_row(rec.metric, f"{rec.mean:.4g}", f"[{rec.ci_low:.4g}, {rec.ci_high:.4g}]", str(rec.n))
+    Console().print(table)
+
+
+def write_outputs(
+    cfg: DictConfig, rows: pd.DataFrame, output_dir: Path, timings: dict[str, float], counters: dict
+) -> dict:
+    atomic_write_parquet(rows, output_dir / "rows.parquet")
+    summary = summarize(rows, seed=int(cfg.seed))
+    first = rows.iloc[0] if len(rows) else {}
+    payload = {
+        "run": {key: (first[key].item() if hasattr(first[key], "item") else first[key]) for key in
+                ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
+                if key in rows.columns},
+        "n_questions": int(len(rows)),
+        "metrics": {rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
+                    for rec in summary.itertuples()},
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "counters": counters,
+    }
+    atomic_write_bytes(output_dir / "summary.json", json.dumps(payload, indent=2, default=float).encode())
+    atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True).encode())
+    run = payload["run"]
+    print_summary(summary, title=" ".join(f"{k}={v}" for k, v in run.items()) + f"  ({len(rows)} questions)")
+    log.info("rows, summary.json and config.yaml written to %s", output_dir)
+
+    if cfg.get("logger"):
+        logger = instantiate(cfg.logger)
+        logger.log_run(cfg, rows, payload, output_dir)
+    return payload

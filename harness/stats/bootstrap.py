@@ -1,0 +1,192 @@
+"""Bootstrap confidence intervals and paired comparisons over per-question result rows.
+
+Plain and paired resampling go through :func:`scipy.stats.bootstrap` (percentile method, which
+stays finite on constant data). Resampling whole clusters of rows, i.e. all rows of one question
+together, has no library counterpart and is written here, vectorised for the mean.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+# Resampled arrays are built in batches of about this many elements to bound memory.
+_BATCH_ELEMENTS = 2_000_000
+
+
+def _check_resampling_args(n_resamples: int, confidence: float | None = None) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    if confidence is not None and not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+
+
+def _finite_values(values: Any, name: str = "values") -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    return array[~np.isnan(array)]
+
+
+def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: float, seed: int):
+    return stats.bootstrap(
+        (sample,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        batch=max(1, _BATCH_ELEMENTS // sample.size),
+        rng=seed,
+    )
+
+
+def bootstrap_mean_ci(
+    values: Any, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of the non-NaN values and its percentile-bootstrap interval.
+
+    With no values all three are NaN; with one value the interval is NaN (nothing to resample).
+    """
+    _check_resampling_args(n_resamples, confidence)
+    sample = _finite_values(values)
+    if sample.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(sample.mean())
+    if sample.size == 1:
+        return mean, math.nan, math.nan
+    interval = _percentile_bootstrap(sample, n_resamples, confidence, seed).confidence_interval
+    return mean, float(interval.low), float(interval.high)
+
+
+def paired_bootstrap(
+    a: Any, b: Any, n_resamples: int = 10000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
+    """Paired comparison of two systems' per-question values (``a`` minus ``b``).
+
+    Questions where either value is NaN are dropped. The p-value is two-sided from the bootstrap
+    distribution of the mean difference: 2 * min(P(d* <= 0), P(d* >= 0)), each with a +1 correction
+    so it is never exactly 0, capped at 1.
+    """
+    _check_resampling_args(n_resamples, confidence)
+    first = np.asarray(a, dtype=float)
+    second = np.asarray(b, dtype=float)
+    if first.ndim != 1 or first.shape != second.shape:
+        raise ValueError(f"paired values need two 1-D arrays of equal length, got shapes {first.shape} and {second.shape}")
+    keep = ~(np.isnan(first) | np.isnan(second))
+    diffs = first[keep] - second[keep]
+    n = int(diffs.size)
+    if n == 0:
+        return {"mean_diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": 0}
+    mean_diff = float(diffs.mean())
+    if n == 1:
+        return {"mean_diff": mean_diff, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": 1}
+    result = _percentile_bootstrap(diffs, n_resamples, confidence, seed)
+    resampled = result.bootstrap_distribution
+    at_most_zero = (np.count_nonzero(resampled <= 0) + 1) / (n_resamples + 1)
+    at_least_zero = (np.count_nonzero(resampled >= 0) + 1) / (n_resamples + 1)
+    return {
+        "mean_diff": mean_diff,
+        "ci_low": float(result.confidence_interval.low),
+        "ci_high": float(result.confidence_interval.high),
+        "p_value": float(min(1.0, 2.0 * min(at_most_zero, at_least_zero))),
+        "n": n,
+    }
+
+
+def _cluster_draws(n_clusters: int, n_resamples: int, seed: int):
+    """Yield batches of resampled cluster codes, shape (batch, n_clusters); same stream for every statistic."""
+    rng = np.random.default_rng(seed)
+    batch = max(1, _BATCH_ELEMENTS // n_clusters)
+    for start in range(0, n_resamples, batch):
+        yield rng.integers(0, n_clusters, size=(min(batch, n_resamples - start), n_clusters))
+
+
+def _clustered_means(data: np.ndarray, codes: np.ndarray, n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
+    # The mean over concatenated rows is (sum of drawn clusters' sums) / (sum of their row counts),
+    # so each resample reduces to a count vector over clusters times per-cluster totals.
+    columns = data.reshape(len(data), -1)
+    valid = ~np.isnan(columns)
+    cluster_sums = np.zeros((n_clusters, columns.shape[1]))
+    cluster_sizes = np.zeros((n_clusters, columns.shape[1]))
+    np.add.at(cluster_sums, codes, np.where(valid, columns, 0.0))
+    np.add.at(cluster_sizes, codes, valid.astype(float))
+    out = []
+    for draws in _cluster_draws(n_clusters, n_resamples, seed):
+        offsets = np.arange(draws.shape[0])[:, None] * n_clusters
+        counts = np.bincount((draws + offsets).ravel(), minlength=draws.shape[0] * n_clusters)
+        counts = counts.reshape(draws.shape[0], n_clusters).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((counts @ cluster_sums) / (counts @ cluster_sizes))
+    means = np.concatenate(out, axis=0)
+    return means[:, 0] if data.ndim == 1 else means
+
+
+def clustered_bootstrap(
+    values: Any,
+    clusters: Sequence[Any] | np.ndarray | pd.Series,
+    statistic: str | Callable[[Any], Any] = "mean",
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> np.ndarray:
+    """Bootstrap distribution of ``statistic`` when whole clusters (e.g. question ids) are resampled.
+
+    Each resample draws as many clusters as there are, with replacement, and concatenates their rows.
+    ``statistic="mean"`` takes the NaN-ignoring column mean without materialising rows (returns shape
+    ``(n_resamples,)`` for 1-D values, ``(n_resamples, n_columns)`` for 2-D). A callable receives the
+    resampled rows in the type of ``values`` (DataFrame/Series rows via ``.iloc``, else an array);
+    pass ``values=np.arange(n)`` to receive row indices instead.
+    """
+    _check_resampling_args(n_resamples)
+    cluster_labels = np.asarray(clusters, dtype=object)
+    if cluster_labels.ndim != 1 or len(cluster_labels) != len(values):
+        raise ValueError(f"clusters must be 1-D with one label per row: {len(cluster_labels)} labels for {len(values)} rows")
+    if len(cluster_labels) == 0:
+        raise ValueError("clustered_bootstrap needs at least one row")
+    codes, uniques = pd.factorize(pd.Series(cluster_labels), use_na_sentinel=True)
+    if (codes < 0).any():
+        raise ValueError(f"cluster labels must not be missing; row {int(np.flatnonzero(codes < 0)[0])} has none")
+    n_clusters = len(uniques)
+
+    if isinstance(statistic, str):
+        if statistic != "mean":
+            raise ValueError(f"statistic must be 'mean' or a callable, got {statistic!r}")
+        data = np.asarray(values.to_numpy() if isinstance(values, (pd.DataFrame, pd.Series)) else values, dtype=float)
+        if data.ndim not in (1, 2):
+            raise ValueError(f"values for the mean must be 1-D or 2-D, got shape {data.shape}")
+        return _clustered_means(data, codes, n_clusters, n_resamples, seed)
+
+    # Rows grouped by cluster: cluster g occupies order[starts[g] : starts[g] + sizes[g]].
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=n_clusters)
+    starts = np.cumsum(sizes) - sizes
+    is_pandas = isinstance(values, (pd.DataFrame, pd.Series))
+    array = None if is_pandas else np.asarray(values)
+    results = []
+    for draws in _cluster_draws(n_clusters, n_resamples, seed):
+        for drawn in draws:
+            lengths = sizes[drawn]
+            run_starts = np.cumsum(lengths) - lengths
+            positions = np.repeat(starts[drawn] - run_starts, lengths) + np.arange(lengths.sum())
+            rows = order[positions]
+            results.append(statistic(values.iloc[rows] if is_pandas else array[rows]))
+    return np.asarray(results)
+
+
+def summarize_columns(df: pd.DataFrame, columns: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per metric column: its NaN-ignoring mean, bootstrap interval and number of non-NaN rows."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise KeyError(f"columns not in the results frame: {missing}")
+    rows = []
+    for column in columns:
+        series = pd.to_numeric(df[column], errors="raise").astype(float)
+        mean, low, high = bootstrap_mean_ci(series.to_numpy(), n_resamples=n_resamples, seed=seed)
+        rows.append({"metric": column, "mean": mean, "ci_low": low, "ci_high": high, "n": int(series.notna().sum())})
+    return pd.DataFrame(rows, columns=["metric", "mean", "ci_low", "ci_high", "n"])
