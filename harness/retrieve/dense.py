@@ -27,6 +27,11 @@ def document_text(doc: Document) -> str:
     return f"{doc.title}: {doc.text}" if doc.title else doc.text
 
 
+def candidate_text(candidate: Candidate) -> str:
+    """The same view for a candidate (a copy or a chunk embeds like a document)."""
+    return f"{candidate.title}: {candidate.text}" if candidate.title else candidate.text
+
+
 def inner_product_search(vectors: np.ndarray, queries: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``top`` inner-product search; returns (scores, indices), each (n_queries, top)."""
     index = faiss.IndexFlatIP(vectors.shape[1])

@@ -7,6 +7,7 @@ together, has no library counterpart and is written here, vectorised for the mea
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -18,6 +19,8 @@ from scipy import stats
 
 # Resampled arrays are built in batches of about this many elements to bound memory.
 _BATCH_ELEMENTS = 2_000_000
+# scipy >= 1.15 takes the generator as `rng`; older releases (the declared floor is 1.11) as `random_state`.
+_SCIPY_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 def _check_resampling_args(n_resamples: int, confidence: float | None = None) -> None:
@@ -27,7 +30,7 @@ def _check_resampling_args(n_resamples: int, confidence: float | None = None) ->
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
 
 
-def _finite_values(values: Any, name: str = "values") -> np.ndarray:
+def _non_nan_values(values: Any, name: str = "values") -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
@@ -43,7 +46,7 @@ def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: floa
         method="percentile",
         vectorized=True,
         batch=max(1, _BATCH_ELEMENTS // sample.size),
-        rng=seed,
+        **{_SCIPY_RNG_KEYWORD: np.random.default_rng(seed)},
     )
 
 
@@ -55,7 +58,7 @@ def bootstrap_mean_ci(
     With no values all three are NaN; with one value the interval is NaN (nothing to resample).
     """
     _check_resampling_args(n_resamples, confidence)
-    sample = _finite_values(values)
+    sample = _non_nan_values(values)
     if sample.size == 0:
         return math.nan, math.nan, math.nan
     mean = float(sample.mean())
@@ -78,7 +81,9 @@ def paired_bootstrap(
     first = np.asarray(a, dtype=float)
     second = np.asarray(b, dtype=float)
     if first.ndim != 1 or first.shape != second.shape:
-        raise ValueError(f"paired values need two 1-D arrays of equal length, got shapes {first.shape} and {second.shape}")
+        raise ValueError(
+            f"paired values need two 1-D arrays of equal length, got shapes {first.shape} and {second.shape}"
+        )
     keep = ~(np.isnan(first) | np.isnan(second))
     diffs = first[keep] - second[keep]
     n = int(diffs.size)
@@ -146,7 +151,9 @@ def clustered_bootstrap(
     _check_resampling_args(n_resamples)
     cluster_labels = np.asarray(clusters, dtype=object)
     if cluster_labels.ndim != 1 or len(cluster_labels) != len(values):
-        raise ValueError(f"clusters must be 1-D with one label per row: {len(cluster_labels)} labels for {len(values)} rows")
+        raise ValueError(
+            f"clusters must be 1-D with one label per row: {len(cluster_labels)} labels for {len(values)} rows"
+        )
     if len(cluster_labels) == 0:
         raise ValueError("clustered_bootstrap needs at least one row")
     codes, uniques = pd.factorize(pd.Series(cluster_labels), use_na_sentinel=True)

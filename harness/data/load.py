@@ -1,0 +1,159 @@
+"""Entry points: read a dataset file of any supported layout into canonical Examples.
+
+Supported layouts: ``hotpotqa`` (distractor or fullwiki setting), ``musique``, ``2wiki``
+(2WikiMultiHopQA) and ``demo`` (the packaged demo set, HotpotQA distractor layout). With
+``layout="auto"`` the layout is recognised from the first record's keys. See
+:mod:`harness.data.records` for how document ids are formed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data import hotpotqa, musique, twowiki
+from harness.data.demo import demo_file
+from harness.data.errors import DatasetFormatError
+from harness.data.io import read_records
+from harness.data.records import RecordContext, peek_id
+from harness.types import Example
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo")
+_ID_FIELDS = {"hotpotqa": hotpotqa.ID_FIELD, "demo": hotpotqa.ID_FIELD, "musique": musique.ID_FIELD, "2wiki": twowiki.ID_FIELD}
+_DEFAULT_NAMES = {"musique": "musique", "2wiki": "2wikimultihopqa", "demo": "demo"}
+_SPLIT_WORDS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
+
+
+def detect_layout(record: dict[str, Any], path: str | Path) -> str:
+    """The layout a record's keys identify; DatasetFormatError naming the keys when none fits."""
+    keys = set(record)
+    if {"paragraphs", "question_decomposition"} <= keys:
+        return "musique"
+    if {"_id", "supporting_facts"} <= keys:
+        # 2WikiMultiHopQA adds (subject, relation, object) evidence triples to the HotpotQA fields.
+        return "2wiki" if "evidences" in keys else "hotpotqa"
+    raise DatasetFormatError(
+        path,
+        f"unknown layout: first record has keys {sorted(keys)}; expected HotpotQA "
+        "(_id, supporting_facts, context), MuSiQue (id, paragraphs, question_decomposition) or "
+        "2WikiMultiHopQA (_id, supporting_facts, evidences, context)",
+        index=0,
+        record_id=peek_id(record, "_id") or peek_id(record, "id"),
+    )
+
+
+def split_from_filename(path: str | Path) -> str:
+    """``train``/``dev``/``test`` when the file name says so (``hotpot_dev_...``), else ``test``."""
+    for word in re.split(r"[^a-z]+", Path(path).name.lower()):
+        if word in _SPLIT_WORDS:
+            return _SPLIT_WORDS[word]
+    return "test"
+
+
+def load_examples(
+    path: str | Path | None = None,
+    layout: str = "auto",
+    *,
+    name: str | None = None,
+    split: str | None = None,
+    setting: str | None = None,
+) -> list[Example]:
+    """Every record of ``path`` as an Example, in file order.
+
+    ``path=None`` reads the packaged demo set. ``name`` labels ``Example.dataset`` (default: the
+    layout's dataset name); ``split`` defaults to the one the file name states, else ``test``;
+    ``setting`` (``distractor``/``fullwiki``) applies to HotpotQA only, default ``distractor``.
+    Raises DatasetFormatError naming file, record and field on malformed input; 2WikiMultiHopQA
+    rows without ``context`` are skipped with one warning per file.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    if path is None:
+        if layout not in ("auto", "demo"):
+            raise ValueError(f"layout {layout!r} needs a path; only the demo set is packaged")
+        with demo_file() as demo_path:
+            return load_examples(demo_path, "demo", name=name, split=split, setting=setting)
+
+    path = Path(path)
+    records = read_records(path)
+    if layout == "auto":
+        layout = detect_layout(records[0], path)
+    if setting is not None and layout != "hotpotqa":
+        raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
+    parse = _parser(layout, setting or "distractor")
+    dataset = name or _DEFAULT_NAMES.get(layout) or (
+        "hotpotqa_fullwiki" if setting == "fullwiki" else "hotpotqa"
+    )
+    split = split or split_from_filename(path)
+    id_field = _ID_FIELDS[layout]
+
+    examples: list[Example] = []
+    first_seen: dict[str, int] = {}
+    skipped = 0
+    for index, record in enumerate(records):
+        ctx = RecordContext(path, index, peek_id(record, id_field))
+        if layout == "2wiki" and not twowiki.has_context(record):
+            skipped += 1
+            continue
+        example = parse(record, ctx, dataset=dataset, split=split)
+        if example.question_id in first_seen:
+            raise ctx.error(
+                f"duplicate question id (first at record {first_seen[example.question_id]})", id_field
+            )
+        first_seen[example.question_id] = index
+        examples.append(example)
+    if skipped:
+        log.warning("skipped %d of %d records without 'context' in %s", skipped, len(records), path)
+    if not examples:
+        raise DatasetFormatError(path, f"none of the {len(records)} records has a 'context'")
+    return examples
+
+
+def _parser(layout: str, setting: str) -> Callable[..., Example]:
+    if layout in ("hotpotqa", "demo"):
+        return partial(hotpotqa.parse_record, setting=setting if layout == "hotpotqa" else "distractor")
+    if layout == "musique":
+        return musique.parse_record
+    return twowiki.parse_record
+
+
+def load_dataset(
+    path: str | Path | None = None,
+    layout: str = "auto",
+    sample_size: int | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    *,
+    split: str | None = None,
+    setting: str | None = None,
+) -> list[Example]:
+    """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``.
+
+    The subsample is ``numpy.random.default_rng(seed).choice`` without replacement, returned in
+    file order; a ``sample_size`` at or above the file's size keeps every example. A relative
+    ``path`` is taken from the directory the program was started in, also under Hydra (which may
+    change the working directory). ``path=None`` is the packaged demo set.
+    """
+    if sample_size is not None and (isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1):
+        raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
+    if path is not None:
+        path = _absolute(path)
+    examples = load_examples(path, layout, name=name, split=split, setting=setting)
+    if sample_size is None or sample_size >= len(examples):
+        return examples
+    chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
+    return [examples[i] for i in chosen]
+
+
+def _absolute(path: str | Path) -> Path:
+    from hydra.utils import to_absolute_path  # original cwd when Hydra runs, else the cwd
+
+    return Path(to_absolute_path(str(path)))

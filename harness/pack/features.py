@@ -1,0 +1,50 @@
+"""Per-request arrays the selection packers share: costs, documents, ranks, query-term incidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.pack.base import PackingRequest
+from harness.pack.lexical import content_terms, query_term_incidence, relevance_from_incidence
+
+
+@dataclass
+class SnippetFeatures:
+    costs: np.ndarray  # (n,) int64 reader tokens
+    doc_codes: np.ndarray  # (n,) int64: snippets of one candidate (source document) share a code
+    ranks: np.ndarray  # (n,) int64 candidate rank
+    positions: np.ndarray  # (n,) int64 sentence position inside the candidate
+    query_terms: frozenset[str]
+    incidence: np.ndarray  # (n, q) bool: snippet contains query term (columns in sorted term order)
+    lexical: np.ndarray  # (n,) float64 fraction of query terms present
+
+    @property
+    def n(self) -> int:
+        return int(self.costs.size)
+
+
+def snippet_features(request: PackingRequest, stem: bool = True) -> SnippetFeatures:
+    snippets = request.snippets
+    query_terms = content_terms(request.question, stem)
+    terms = [content_terms(s.text, stem) for s in snippets]
+    incidence = query_term_incidence(query_terms, terms)
+    _, doc_codes = np.unique(np.array([s.cand_id for s in snippets], dtype=object), return_inverse=True)
+    return SnippetFeatures(
+        costs=np.fromiter((s.tokens for s in snippets), dtype=np.int64, count=len(snippets)),
+        doc_codes=doc_codes.astype(np.int64).reshape(-1),
+        ranks=np.fromiter((s.rank for s in snippets), dtype=np.int64, count=len(snippets)),
+        positions=np.fromiter((s.position for s in snippets), dtype=np.int64, count=len(snippets)),
+        query_terms=query_terms,
+        incidence=incidence,
+        lexical=relevance_from_incidence(incidence),
+    )
+
+
+def check_max_snippets(owner: str, max_snippets: int | None) -> int | None:
+    if max_snippets is None:
+        return None
+    if int(max_snippets) < 1:
+        raise ValueError(f"packer {owner!r}: max_snippets must be >= 1 or null, got {max_snippets}")
+    return int(max_snippets)

@@ -1,0 +1,104 @@
+"""The reader as a LightningModule: greedy (or beam) generation over batches of rendered prompts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+
+def clean_answer(text: str) -> str:
+    """The first non-empty line, stripped: a short answer, without any trailing explanation."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def greedy_generation_config(model, tokenizer, max_new_tokens: int, num_beams: int = 1):
+    """Deterministic decoding built from our settings only, so a checkpoint's own sampling defaults
+    (temperature, top-p, repetition penalty) never change the answers behind a reader id."""
+    from transformers import GenerationConfig
+
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be >= 1, got {num_beams}")
+    own = model.generation_config
+    return GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        num_beams=num_beams,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=own.eos_token_id if own.eos_token_id is not None else tokenizer.eos_token_id,
+        bos_token_id=own.bos_token_id,
+        decoder_start_token_id=own.decoder_start_token_id,
+    )
+
+
+class ReaderModule(pl.LightningModule):
+    """Wraps a Hugging Face generator; ``predict_step`` returns ``[{prompt_key, answer, raw}]``
+    (``raw`` is the whole generated text, ``answer`` its first non-empty line).
+
+    A model placed at load time (a device map, bitsandbytes weights) is kept out of the module's
+    children, so Lightning never tries to move it; a plain model is a child that Lightning places.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_new_tokens: int = 24,
+        num_beams: int = 1,
+        add_special_tokens: bool = False,
+        placed: bool = False,
+    ) -> None:
+        super().__init__()
+        if placed:
+            object.__setattr__(self, "_placed_model", model)
+        else:
+            self.model = model
+        self.placed = placed
+        self.tokenizer = tokenizer
+        self.add_special_tokens = add_special_tokens
+        self.is_encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+        self.generation_config = greedy_generation_config(model, tokenizer, max_new_tokens, num_beams)
+
+    @property
+    def generator(self):
+        return self._placed_model if self.placed else self.model
+
+    @property
+    def input_device(self) -> torch.device:
+        return self.generator.device if self.placed else self.device
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        """The raw generated text of each prompt (special tokens removed)."""
+        encoded = self.tokenizer(
+            prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
+        ).to(self.input_device)
+        output = self.generator.generate(**encoded, generation_config=self.generation_config)
+        if not self.is_encoder_decoder:  # a causal LM echoes the (left-padded) prompt first
+            output = output[:, encoded["input_ids"].shape[1] :]
+        return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+    def predict_step(self, batch: dict[str, list[str]], batch_idx: int = 0, dataloader_idx: int = 0) -> list[dict[str, Any]]:
+        texts = self.generate(batch["prompts"])
+        return [
+            {"prompt_key": k, "answer": clean_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)
+        ]
+
+
+class ResponseCacheWriter(pl.Callback):
+    """Commits each batch's answers to the response cache as soon as the batch is done, so a run
+    killed part-way keeps everything it generated."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if self.store is not None and outputs:
+            self.store.put_texts(
+                {row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for row in outputs}
+            )

@@ -1,0 +1,61 @@
+"""The reader prompt: instruction, context and question, rendered through the model's chat template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def has_chat_template(tokenizer) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """Short-answer QA prompt.
+
+    ``answer_prefix`` opens the answer in plain-text prompts (models without a chat template); a chat
+    prompt opens the assistant turn instead, so the prefix is not used there.
+    """
+
+    system: str = ""
+    instruction: str = "Answer the question using the context. Reply with a short answer only (a few words)."
+    context_header: str = "Context:"
+    question_header: str = "Question:"
+    answer_prefix: str = "Answer:"
+    use_chat_template: bool = True
+
+    def user_text(self, question: str, context_text: str) -> str:
+        parts = [self.instruction.strip()] if self.instruction.strip() else []
+        if context_text.strip():  # a closed-book prompt (empty context) carries no empty context block
+            parts.append(f"{self.context_header}\n{context_text.strip()}")
+        parts.append(f"{self.question_header} {question.strip()}".strip())
+        return "\n\n".join(parts)
+
+    def build_messages(self, question: str, context_text: str) -> list[dict[str, str]]:
+        messages = [{"role": "system", "content": self.system}] if self.system.strip() else []
+        messages.append({"role": "user", "content": self.user_text(question, context_text)})
+        return messages
+
+    def uses_chat(self, tokenizer) -> bool:
+        return self.use_chat_template and has_chat_template(tokenizer)
+
+    def render(self, tokenizer, question: str, context_text: str) -> str:
+        if self.uses_chat(tokenizer):
+            return tokenizer.apply_chat_template(
+                self.build_messages(question, context_text), tokenize=False, add_generation_prompt=True
+            )
+        text = self.user_text(question, context_text)
+        if self.system.strip():
+            text = f"{self.system.strip()}\n\n{text}"
+        return f"{text}\n{self.answer_prefix}".rstrip() if self.answer_prefix else text
+
+
+def add_special_tokens_for(template: PromptTemplate, tokenizer) -> bool:
+    """A chat-rendered prompt already holds its special tokens; a plain one gets the tokenizer's own
+    (for example T5's closing ``</s>``)."""
+    return not template.uses_chat(tokenizer)
+
+
+def count_prompt_tokens(tokenizer, prompt: str, add_special_tokens: bool = False) -> int:
+    """Tokens the model reads for a rendered prompt (chat prompts: ``add_special_tokens=False``)."""
+    return len(tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"])

@@ -1,0 +1,60 @@
+"""Shared fixtures: hand-built records and a deterministic stand-in encoder for fast unit tests."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.types import Candidate, Document, Example, Pool
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+class HashEncoder:
+    """Maps each text to a fixed pseudo-random unit vector (same text, same vector), counting calls."""
+
+    def __init__(self, dim: int = 16) -> None:
+        self.dim = dim
+        self.calls = 0
+        self.requests = 0
+
+    def encode(self, texts):
+        self.requests += len(texts)
+        self.calls += len(texts)
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).normal(size=self.dim)
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+    encode_documents = encode_queries = encode
+
+
+def make_pool(n_docs: int = 6, gold=(0, 1), dim: int = 16, seed: int = 0, sentences_per_doc: int = 3) -> Pool:
+    rng = np.random.default_rng(seed)
+    docs = tuple(
+        Document(f"q::{i}", f"Title {i}", tuple(f"Sentence {j} of document {i} says fact {i}-{j}." for j in range(sentences_per_doc)))
+        for i in range(n_docs)
+    )
+    example = Example("q", "Which fact?", ("fact 0-1",), tuple(f"q::{i}" for i in gold), docs, hops=len(gold))
+    emb = rng.normal(size=(n_docs, dim)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    query = rng.normal(size=dim).astype(np.float32)
+    query /= np.linalg.norm(query)
+    scores = emb @ query
+    order = np.argsort(-scores, kind="stable")
+    candidates = [
+        Candidate(docs[i].doc_id, docs[i].text, (docs[i].doc_id,), docs[i].title, docs[i].sentences, float(scores[i]))
+        for i in order
+    ]
+    return Pool(example, candidates, emb[order], query)
+
+
+@pytest.fixture
+def hash_encoder():
+    return HashEncoder()
