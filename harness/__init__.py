@@ -1,1 +1,3 @@
 """Budgeted-RAG evaluation harness."""
+
+__version__ = "0.1.0"

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from harness.cache import stable_hash
 from harness.metrics import context_diagnostics, exact_match, f1_score, retrieval_metrics
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
@@ -82,7 +83,7 @@ class Pipeline:
         self.tree = instantiate(cfg.tree)
         self.diversifier = instantiate(cfg.diversifier)
         self.packer = instantiate(cfg.packer)
-        self.reader = instantiate(cfg.reader, prompt=cfg.prompt)
+        self.reader = instantiate(cfg.reader)
         self.timings: dict[str, float] = {}
 
     def _timed(self, stage: str, start: float) -> None:
@@ -162,7 +163,7 @@ class Pipeline:
                 "n_snippets_available": len(snippets),
                 "n_snippets": len(context.snippets),
                 "context_tokens": count,
-                "prompt_tokens": tokens.count(prompt),
+                "prompt_tokens": self.reader.count_prompt_tokens(prompt),
             }
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         self._timed("pack", start)
@@ -174,55 +175,93 @@ class Pipeline:
         self._timed("read", start)
         return answers
 
-    def rows(self, prepared: list[Prepared], answers: list[str], choices: dict[str, str]) -> pd.DataFrame:
-        cfg = self.cfg
-        config_columns = {f"cfg.{k}": v for k, v in flatten_config(cfg).items()}
-        records = []
-        for item, answer in zip(prepared, answers):
-            ex = item.pool.example
-            records.append(
-                {
-                    "question_id": ex.question_id,
-                    "dataset": ex.dataset or cfg.dataset.get("name", ""),
-                    "split": ex.split,
-                    "question": ex.question,
-                    "gold_answers": json.dumps(list(ex.answers)),
-                    "hops": ex.hops,
-                    "qtype": ex.qtype,
-                    "retriever": choices.get("retriever", ""),
-                    "perturb": choices.get("perturb", "none"),
-                    "tree": self.tree.name,
-                    "diversifier": self.diversifier.name,
-                    "packer": self.packer.name,
-                    "budget": int(cfg.budget),
-                    "k": int(cfg.k),
-                    "seed": int(cfg.seed),
-                    "reader": self.reader.name,
-                    "answer": answer,
-                    "em": exact_match(answer, ex.answers),
-                    "f1": f1_score(answer, ex.answers),
-                    **item.figures,
-                    "context": item.context_text,
-                    **config_columns,
-                }
-            )
-        return pd.DataFrame.from_records(records)
+    def row(self, item: Prepared, answer: str, choices: dict[str, str], config_columns: dict[str, Any]) -> dict:
+        cfg, ex = self.cfg, item.pool.example
+        return {
+            "question_id": ex.question_id,
+            "dataset": ex.dataset or cfg.dataset.get("name", ""),
+            "split": ex.split,
+            "question": ex.question,
+            "gold_answers": json.dumps(list(ex.answers)),
+            "hops": ex.hops,
+            "qtype": ex.qtype,
+            "retriever": choices.get("retriever", ""),
+            "perturb": choices.get("perturb", "none"),
+            "tree": self.tree.name,
+            "diversifier": self.diversifier.name,
+            "packer": self.packer.name,
+            "budget": int(cfg.budget),
+            "k": int(cfg.k),
+            "seed": int(cfg.seed),
+            "reader": self.reader.name,
+            "answer": answer,
+            "em": exact_match(answer, ex.answers),
+            "f1": f1_score(answer, ex.answers),
+            **item.figures,
+            "context": item.context_text,
+            **config_columns,
+        }
+
+
+def run_key(cfg: DictConfig) -> str:
+    """Identity of a run's results: the resolved config (loggers aside) and the code version."""
+    from harness import __version__
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    container.pop("logger", None)
+    return stable_hash(container, __version__)
+
+
+def finished_summary(output_dir: Path, key: str) -> dict | None:
+    path = output_dir / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    return summary if summary.get("run_key") == key and (output_dir / "rows.parquet").exists() else None
 
 
 def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None = None) -> pd.DataFrame:
-    """Run one configuration end to end and write rows, summary and config into ``output_dir``."""
-    from harness.report.outputs import write_outputs
+    """Run one configuration end to end and write rows, summary and config into ``output_dir``.
+
+    Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
+    reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
+    """
+    from harness.report.journal import RowJournal, normalise_row
+    from harness.report.outputs import print_summary_payload, write_outputs
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     choices = choices or {}
+    key = run_key(cfg)
+    force = bool(cfg.get("cache", {}).get("force", False))
+    finished = None if force else finished_summary(output_dir, key)
+    if finished is not None:
+        log.info("run in %s already finished with this config; skipping (cache.force=true recomputes)", output_dir)
+        print_summary_payload(finished)
+        return pd.read_parquet(output_dir / "rows.parquet")
+
     pipeline = Pipeline(cfg)
     examples = pipeline.load()
     log.info("%d questions from %s", len(examples), cfg.dataset.get("name"))
     prepared = pipeline.prepare(examples)
-    answers = pipeline.read(prepared)
-    rows = pipeline.rows(prepared, answers, choices)
-    write_outputs(cfg, rows, output_dir, pipeline.timings, counters={
+
+    journal = RowJournal(output_dir, key)
+    if force:
+        journal.path.unlink(missing_ok=True)
+    done = journal.load()
+    if done:
+        log.info("resuming: %d of %d questions already have rows", len(done), len(prepared))
+    todo = [p for p in prepared if p.pool.example.question_id not in done]
+    config_columns = {f"cfg.{k}": v for k, v in flatten_config(cfg).items()}
+    chunk = max(1, int(cfg.get("read_chunk", 64)))
+    for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk):
+        items = todo[start : start + chunk]
+        answers = pipeline.read(items)
+        fresh = [normalise_row(pipeline.row(item, answer, choices, config_columns)) for item, answer in zip(items, answers)]
+        journal.append(fresh)
+        done.update((r["question_id"], r) for r in fresh)
+    rows = pd.DataFrame.from_records([done[p.pool.example.question_id] for p in prepared])
+    write_outputs(cfg, rows, output_dir, pipeline.timings, key, counters={
         "encoder_texts_requested": pipeline.encoder.requests,
         "encoder_texts_computed": pipeline.encoder.calls,
         "reader_prompts_requested": getattr(pipeline.reader, "requested", None),

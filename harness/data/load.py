@@ -154,6 +154,7 @@ def load_dataset(
 
 
 def _absolute(path: str | Path) -> Path:
-    from hydra.utils import to_absolute_path  # original cwd when Hydra runs, else the cwd
+    # Hydra may run the job in its own directory; paths in configs mean the launch directory.
+    from hydra.utils import to_absolute_path
 
     return Path(to_absolute_path(str(path)))

@@ -4,7 +4,9 @@ Trained splitters (nltk punkt, spaCy) need model downloads, which an offline run
 Wikipedia prose is regular enough for three rules: a sentence ends at ``.``, ``!`` or ``?``
 (optionally followed by closing quotes or brackets), then whitespace, then an upper-case letter, a
 digit or an opening quote/bracket; except when the word before the full stop is a common
-abbreviation ("Dr.", "St.", "U.S.") or a single-letter initial ("J. R. R. Tolkien").
+abbreviation ("Dr.", "St.", "Co.") or made of single letters and dots: initials ("J. R. R.
+Tolkien", "G.K. Chesterton"), "U.S.", "e.g.", genealogical "b."/"d.". The price is a missed
+boundary when a sentence ends in such a word ("... moved to the U.S. He ...").
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import re
 _BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+")
 _OPENERS = "\"'\u201c\u2018(["
 
+# Single letters joined by dots, the final dot excluded: "J", "d", "G.K", "U.S", "e.g".
+_INITIALS = re.compile(r"(?:[^\W\d_]\.)*[^\W\d_]")
 # Lower-cased, without the final dot. "etc" is left out on purpose: it usually ends a sentence.
 ABBREVIATIONS = frozenset(
-    """
-    mr mrs ms dr prof sr jr st mt ft rev hon gen col lt capt sgt cpl adm gov sen rep pres
-    vs no nos vol vols pp ed eds fig figs approx ca c est inc ltd co corp bros dept univ assn
-    jan feb mar apr jun jul aug sep sept oct nov dec
-    e.g i.e cf al u.s u.k u.n a.d b.c d.c p.m a.m
-    """.split()
+    [
+        *("mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "rev", "hon"),
+        *("gen", "col", "lt", "capt", "sgt", "cpl", "adm", "gov", "sen", "rep", "pres"),
+        *("vs", "no", "nos", "vol", "vols", "pp", "ed", "eds", "fig", "figs", "approx", "ca", "est"),
+        *("inc", "ltd", "co", "corp", "bros", "dept", "univ", "assn", "cf", "al", "pt", "hrs"),
+        *("jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"),
+    ]
 )
 
 
@@ -61,6 +66,6 @@ def _ends_with_abbreviation(head: str) -> bool:
     if not before:
         return False
     word = before[-1].lstrip(_OPENERS)
-    if len(word) == 1 and word.isupper():
-        return True  # an initial: "J. Smith"
-    return word.lower() in ABBREVIATIONS
+    if word == "I":
+        return False  # the pronoun or a numeral ("World War I."), hardly ever an initial
+    return _INITIALS.fullmatch(word) is not None or word.lower() in ABBREVIATIONS

@@ -35,15 +35,20 @@ def light_stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=100_000)
+def _term(token: str, stem: bool) -> str | None:
+    """The content term of one word token, or None for a stop word (cached: vocabularies are small)."""
+    bare = token.split("'", 1)[0]
+    if bare in ENGLISH_STOP_WORDS:
+        return None
+    return light_stem(token) if stem else bare
+
+
 @lru_cache(maxsize=200_000)
 def content_terms(text: str, stem: bool = True) -> frozenset[str]:
     """Distinct content terms of ``text`` (cached: sweeps repack the same snippets at every budget)."""
-    terms = set()
-    for token in _WORD.findall(text.lower()):
-        bare = token.split("'", 1)[0]
-        if bare in ENGLISH_STOP_WORDS:
-            continue
-        terms.add(light_stem(token) if stem else bare)
+    terms = {_term(token, stem) for token in set(_WORD.findall(text.lower()))}
+    terms.discard(None)
     return frozenset(terms)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.cache import stable_hash
 from harness.perturb.base import Perturbation, rerank
 from harness.retrieve.dense import candidate_text
 from harness.types import Candidate, Pool
@@ -59,9 +60,9 @@ class NearDuplicateInjection(Perturbation):
     def apply(self, pools: list[Pool], encoder, seed: int) -> list[Pool]:
         out = []
         copies_per_pool = []
-        for qi, pool in enumerate(pools):
-            # One generator per question: a question's copies do not depend on which others are in the run.
-            rng = np.random.default_rng([int(seed), qi, 7919])
+        for pool in pools:
+            # One generator per question, seeded by its id: its copies do not depend on the rest of the run.
+            rng = np.random.default_rng([int(seed), int(stable_hash(pool.example.question_id)[:12], 16)])
             copies_per_pool.append(self._copies(pool, rng))
         vectors = encoder.encode_documents([candidate_text(c) for copies in copies_per_pool for c in copies])
         offset = 0

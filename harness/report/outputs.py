@@ -71,8 +71,14 @@ def print_summary(summary: pd.DataFrame, title: str) -> None:
     Console().print(table)
 
 
+def print_summary_payload(payload: dict) -> None:
+    frame = pd.DataFrame([{"metric": name, **m} for name, m in payload["metrics"].items()])
+    run = payload["run"]
+    print_summary(frame, title=" ".join(f"{k}={v}" for k, v in run.items()) + f"  ({payload['n_questions']} questions)")
+
+
 def write_outputs(
-    cfg: DictConfig, rows: pd.DataFrame, output_dir: Path, timings: dict[str, float], counters: dict
+    cfg: DictConfig, rows: pd.DataFrame, output_dir: Path, timings: dict[str, float], run_key: str, counters: dict
 ) -> dict:
     atomic_write_parquet(rows, output_dir / "rows.parquet")
     summary = summarize(rows, seed=int(cfg.seed))
@@ -81,16 +87,17 @@ def write_outputs(
         "run": {key: (first[key].item() if hasattr(first[key], "item") else first[key]) for key in
                 ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
                 if key in rows.columns},
+        "run_key": run_key,
         "n_questions": int(len(rows)),
         "metrics": {rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
                     for rec in summary.itertuples()},
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "counters": counters,
     }
-    atomic_write_bytes(output_dir / "summary.json", json.dumps(payload, indent=2, default=float).encode())
     atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True).encode())
-    run = payload["run"]
-    print_summary(summary, title=" ".join(f"{k}={v}" for k, v in run.items()) + f"  ({len(rows)} questions)")
+    # summary.json is written last: its presence (with this run_key) marks the run as finished.
+    atomic_write_bytes(output_dir / "summary.json", json.dumps(payload, indent=2, default=float).encode())
+    print_summary_payload(payload)
     log.info("rows, summary.json and config.yaml written to %s", output_dir)
 
     if cfg.get("logger"):

@@ -76,6 +76,9 @@ class DenseRetriever:
             n = len(ex.documents)
             doc_vectors = vectors[offset : offset + n]
             offset += n
+            if n == 0:  # a question with no documents (possible in open-domain files) gets an empty pool
+                pools.append(Pool(ex, [], np.zeros((0, queries.shape[1]), dtype=np.float32), query))
+                continue
             scores, order = inner_product_search(doc_vectors, query[None], self.pool_size or n)
             chosen = order[0][order[0] >= 0]
             pools.append(

@@ -1,0 +1,144 @@
+"""RNG-Score: relative-neighbourhood-graph scoring of candidates, chosen k lowest first.
+
+    score_g(w) = 1 - r(w) + sum over v in the pool with r(v) > r(w) of [<v, w> - r(w) + g]_+
+
+r is the query relevance of a candidate and <v, w> the cosine between candidates. The hinge charges
+w for every more relevant candidate v that lies closer to w than the query does (v "occludes" w, as
+an edge of the relative neighbourhood graph would); g shifts how close counts as occluding. The
+comparison r(v) > r(w) is strict, so equally relevant candidates never charge one another.
+
+Everything is computed once per question from the (m, m) Gram matrix, with no greedy loop.
+Limits: for g <= -2 every hinge is 0 (cosines lie in [-1, 1] and r in [-1, 1]), so the score is
+1 - r and the selection is kNN; for very large g the number of more relevant candidates dominates
+the score, which again orders candidates by relevance, i.e. kNN.
+
+``relevance="cosine"`` uses r = <q, w> from the embeddings (the kNN ranking). ``relevance=
+"cross_encoder"`` is the dissimilarity variant: r comes from a cross-encoder reranker, read from the
+candidates' ``score`` field or passed explicitly as an array. Cross-encoder outputs are usually
+logits, so with ``logits=True`` (the default) they go through a sigmoid into (0, 1), where they
+are comparable with the cosines inside the hinge; with ``logits=False`` they must already lie in [0, 1].
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from harness.diversify.base import Diversifier
+from harness.diversify.relevance import check_selection_inputs, query_similarity, sigmoid
+from harness.diversify.ties import ascending_order
+from harness.types import Pool
+
+RELEVANCE_SOURCES = ("cosine", "cross_encoder")
+
+
+@lru_cache(maxsize=8)
+def _constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read-only float32 (zeros (m, m), ones (m,), strict lower triangle (m, m)) for pools of size m.
+
+    Same-shape operands keep NumPy on its fast contiguous loops; the triangle [w, v] = 1 where v < w
+    is "v is more relevant than w" for a pool in strictly decreasing relevance order.
+    """
+    arrays = (
+        np.zeros((m, m), dtype=np.float32),
+        np.ones(m, dtype=np.float32),
+        np.tril(np.ones((m, m), dtype=np.float32), k=-1),
+    )
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays
+
+
+def _rng_scores_overwrite(gram: np.ndarray, relevance: np.ndarray, gamma: float) -> np.ndarray:
+    """RNG-Scores, using ``gram`` (float32, symmetric, our own temporary) as scratch space.
+
+    Rows are indexed by the scored candidate w and columns by the occluder v, so the per-w
+    threshold is a column vector and the sum over v is one float32 mat-vec.
+    """
+    m = relevance.shape[0]
+    zeros, ones, strictly_below = _constants(m)
+    # A hinge <v,w> - r(w) + g is positive only when <v,w> exceeds t(w) = r(w) - g. Cosines never
+    # exceed 1, so a row with t(w) >= 1 contributes nothing; +inf enforces that exactly even when
+    # a rounded cosine lies a hair above 1 (this is what makes g <= -2 reproduce kNN).
+    threshold = relevance - gamma
+    threshold[threshold >= 1.0] = np.inf
+    hinge = gram
+    hinge -= threshold.astype(np.float32)[:, None]
+    np.maximum(hinge, zeros, out=hinge)
+    if np.all(relevance[:-1] > relevance[1:]):  # pools arrive in rank order: a fixed triangle
+        hinge *= strictly_below
+    else:
+        hinge *= relevance[None, :] > relevance[:, None]  # [w, v]: r(v) > r(w)
+    return 1.0 - relevance + hinge @ ones
+
+
+def rng_scores(gram: np.ndarray, relevance: np.ndarray, gamma: float = 0.0) -> np.ndarray:
+    """RNG-Score of every candidate (lower is better) from the candidates' cosine Gram matrix.
+
+    Hinges are summed in float32 (the Gram's own precision); scores are float64.
+    """
+    relevance = np.asarray(relevance, dtype=np.float64)
+    m = relevance.shape[0]
+    if gram.shape != (m, m):
+        raise ValueError(f"gram must have shape ({m}, {m}) to match relevance, got {gram.shape}")
+    return _rng_scores_overwrite(np.array(gram, dtype=np.float32), relevance, float(gamma))
+
+
+def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: float = 0.0) -> np.ndarray:
+    """Indices of the min(k, m) lowest RNG-Scores, lowest first, lower index first among ties."""
+    k_eff = check_selection_inputs(embeddings, relevance, k)
+    gram = np.asarray(embeddings @ embeddings.T, dtype=np.float32)
+    scores = _rng_scores_overwrite(gram, np.asarray(relevance, dtype=np.float64), float(gamma))
+    return ascending_order(scores)[:k_eff]
+
+
+class RNGDiversifier(Diversifier):
+    def __init__(
+        self, name: str, k: int, gamma: float = 0.0, relevance: str = "cosine", logits: bool = True
+    ) -> None:
+        super().__init__(name, k)
+        if relevance not in RELEVANCE_SOURCES:
+            raise ValueError(f"diversifier {name!r}: relevance must be one of {RELEVANCE_SOURCES}, got {relevance!r}")
+        if not np.isfinite(gamma):
+            raise ValueError(f"diversifier {name!r}: gamma must be finite, got {gamma}")
+        self.gamma = float(gamma)
+        self.relevance = relevance
+        self.logits = bool(logits)
+
+    def query_relevance(self, pool: Pool, relevances: np.ndarray | None = None) -> np.ndarray:
+        """r for every candidate: the query cosine, or the mapped cross-encoder relevance."""
+        if self.relevance == "cosine":
+            if relevances is not None:
+                raise ValueError(
+                    f"diversifier {self.name!r} uses relevance='cosine'; explicit relevances need relevance='cross_encoder'"
+                )
+            return query_similarity(pool)
+        raw = np.asarray(
+            [cand.score for cand in pool.candidates] if relevances is None else relevances, dtype=np.float64
+        )
+        if raw.shape != (len(pool.candidates),):
+            raise ValueError(
+                f"diversifier {self.name!r}: {raw.shape} relevances for a pool of {len(pool.candidates)} candidates"
+            )
+        if not np.all(np.isfinite(raw)):
+            raise ValueError(f"diversifier {self.name!r}: non-finite cross-encoder relevance in {raw.tolist()}")
+        if self.logits:
+            return sigmoid(raw)
+        if raw.min() < 0.0 or raw.max() > 1.0:
+            raise ValueError(
+                f"diversifier {self.name!r}: relevances must lie in [0, 1] when logits=False, "
+                f"got range [{raw.min()}, {raw.max()}]"
+            )
+        return raw
+
+    def select_indices(self, pool: Pool, relevances: np.ndarray | None = None) -> np.ndarray:
+        if not pool.candidates:
+            return np.empty(0, dtype=np.intp)
+        return rng_select(pool.embeddings, self.query_relevance(pool, relevances), self.k, self.gamma)
+
+    def __repr__(self) -> str:
+        return (
+            f"RNGDiversifier(name={self.name!r}, k={self.k}, gamma={self.gamma}, "
+            f"relevance={self.relevance!r}, logits={self.logits})"
+        )

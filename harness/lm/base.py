@@ -1,0 +1,109 @@
+"""The chat-LM interface trees call (summaries, question classes, tables of contents) and its cache.
+
+A ``ChatLM`` answers a batch of single-turn prompts: each prompt is one user message; the system
+prompt comes from the backend's config. Every backend caches each response, in memory and (with a
+``cache_dir``) in a ``TextStore``, keyed by (backend, model, system prompt, prompt, max_new_tokens):
+a rerun, or another tree over the same document, pays only for prompts never answered before.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.cache import TextStore, stable_hash
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "lm_responses.sqlite"
+
+
+@runtime_checkable
+class ChatLM(Protocol):
+    """Anything with ``chat(prompts, max_new_tokens) -> responses`` (one response per prompt, in order)."""
+
+    def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        ...
+
+
+class CachedChatLM(ABC):
+    """Base of the real backends: validation, the response cache and call counters.
+
+    ``calls`` counts prompts actually sent to the model (cache misses), ``requests`` every prompt asked.
+    """
+
+    backend: str = "chat"
+
+    def __init__(self, name: str, model_id: str, system_prompt: str = "", cache_dir: str | Path | None = None) -> None:
+        self.name = name
+        self.model_id = model_id
+        self.system_prompt = system_prompt or ""
+        self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="lm_responses") if cache_dir else None
+        self._memory: dict[str, str] = {}
+        self.calls = 0
+        self.requests = 0
+
+    @property
+    def identity(self) -> str:
+        """What the response depends on besides the prompt (used in the tree caches' keys)."""
+        return f"{self.backend}|{self.model_id}|system={stable_hash(self.system_prompt)[:12]}"
+
+    def cache_key(self, prompt: str, max_new_tokens: int) -> str:
+        return stable_hash(self.backend, self.model_id, self.system_prompt, prompt, int(max_new_tokens))
+
+    def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        prompts = list(prompts)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"{self.name}: max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        for i, prompt in enumerate(prompts):
+            if not isinstance(prompt, str):
+                raise TypeError(f"{self.name}: prompt {i} is {type(prompt).__name__}, not str")
+        self.requests += len(prompts)
+        if not prompts:
+            return []
+        keys = [self.cache_key(p, max_new_tokens) for p in prompts]
+        found: dict[str, Any] = {k: self._memory[k] for k in keys if k in self._memory}
+        if self.cache is not None:
+            found.update(self.cache.get_texts(k for k in keys if k not in found))
+        missing = list(dict.fromkeys(p for p, k in zip(prompts, keys) if k not in found))
+        if missing:
+            self.calls += len(missing)
+            log.debug("%s: generating %d of %d prompts", self.name, len(missing), len(prompts))
+            outputs = self._generate(missing, max_new_tokens)
+            if len(outputs) != len(missing):
+                raise RuntimeError(f"{self.name}: backend returned {len(outputs)} responses for {len(missing)} prompts")
+            new = {self.cache_key(p, max_new_tokens): str(o) for p, o in zip(missing, outputs)}
+            if self.cache is not None:
+                self.cache.put_texts(new)
+            found.update(new)
+        self._memory.update({k: found[k] for k in keys})
+        return [str(found[k]) for k in keys]
+
+    @abstractmethod
+    def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        """Responses for prompts none of which is cached."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, model={self.model_id!r})"
+
+
+def build_chat_lm(spec: Any) -> ChatLM:
+    """A ChatLM from an object that already is one, or from a config with ``_target_`` (dict or DictConfig)."""
+    if spec is None:
+        raise ValueError("no language model configured: give `lm` (a ChatLM or a config with _target_)")
+    if hasattr(spec, "chat") and callable(spec.chat):
+        return spec
+    from omegaconf import DictConfig
+
+    if isinstance(spec, (dict, DictConfig)):
+        if "_target_" not in spec:
+            raise ValueError(f"language-model config has no _target_: {dict(spec)!r}")
+        from hydra.utils import instantiate
+
+        lm = instantiate(spec)
+        if not (hasattr(lm, "chat") and callable(lm.chat)):
+            raise TypeError(f"{spec['_target_']} built a {type(lm).__name__}, which has no chat() method")
+        return lm
+    raise TypeError(f"cannot build a language model from {type(spec).__name__}: {spec!r}")

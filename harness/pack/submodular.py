@@ -1,0 +1,268 @@
+"""Budgeted submodular evidence packing.
+
+The packer maximises, subject to the reader-token budget (``harness.pack.budget.fits``),
+
+    F(S) = w_rel * Rel(S) / Rel(V) + w_qry * QueryCov(S) / QueryCov(V)
+         + w_cov * Repr(S) / Repr(V) + w_div * Div(S) / Div(V)
+
+over the snippets V of one question, where
+
+- Rel(S) = sum_{i in S} rel_i, with rel_i the snippet's lexical query relevance (modular);
+- QueryCov(S) = |union_{i in S} terms(i) & query_terms| (set cover of the question's content terms);
+- Repr(S) = sum_{i in V} min(sum_{j in S} sim(i, j), alpha * deg_i), sim = max(cosine, 0) and
+  deg_i = sum_{j in V} sim(i, j) (saturated facility location, Lin & Bilmes 2011);
+- Div(S) = sum_d sqrt(sum_{i in S, doc(i) = d} r_i) over source documents d (a snippet's candidate),
+  r_i its lexical relevance, or its clipped cosine to the question (``diversity_relevance="cosine"``).
+
+Each term is monotone submodular and is divided by its value on the whole ground set, so every term
+lies in [0, 1]; a term that is 0 on V is 0 everywhere (monotonicity) and is dropped. Selection is the
+cost-scaled greedy (largest marginal gain per token, among snippets that still fit, while some gain is
+positive), followed by the best-singleton check that gives the greedy its constant-factor guarantee
+under a knapsack constraint: if one feasible snippet alone scores more than the greedy set, it wins.
+Marginal gains are computed for every candidate at once with NumPy each step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.pack.base import Packer, PackingRequest, in_reading_order
+from harness.pack.budget import addable, fits, packed_cost
+from harness.pack.features import check_max_snippets, snippet_features
+from harness.types import Context
+
+TERMS = ("rel", "qry", "cov", "div")
+#: gains at or below this are treated as zero (float noise on saturated terms)
+GAIN_TOLERANCE = 1e-12
+
+
+@dataclass
+class GreedyState:
+    """What the objective needs to score additions to the chosen set incrementally."""
+
+    chosen: list[int]
+    covered_terms: np.ndarray  # (q,) bool: query terms covered by S
+    coverage: np.ndarray  # (n,) sum_{j in S} sim(i, j)
+    document_mass: np.ndarray  # (D,) sum of diversity relevance of S's snippets per document
+    value: float = 0.0
+    term_values: dict[str, float] = field(default_factory=dict)
+
+
+class SubmodularObjective:
+    """F(S) for one question's snippets, with vectorised marginal gains."""
+
+    def __init__(
+        self,
+        relevance: np.ndarray,
+        incidence: np.ndarray,
+        similarity: np.ndarray,
+        doc_codes: np.ndarray,
+        weights: dict[str, float],
+        alpha: float = 0.3,
+        diversity_relevance: np.ndarray | None = None,
+    ) -> None:
+        self.relevance = np.asarray(relevance, dtype=np.float64)
+        self.incidence = np.asarray(incidence, dtype=bool)
+        self.similarity = np.maximum(np.asarray(similarity, dtype=np.float64), 0.0)
+        self.doc_codes = np.asarray(doc_codes, dtype=np.int64)
+        self.diversity_relevance = (
+            self.relevance if diversity_relevance is None else np.asarray(diversity_relevance, dtype=np.float64)
+        )
+        if np.any(self.relevance < 0) or np.any(self.diversity_relevance < 0):
+            raise ValueError("submodular objective: relevance must be non-negative (Div takes its square root)")
+        self.alpha = float(alpha)
+        self.n = self.relevance.size
+        self.n_documents = int(self.doc_codes.max()) + 1 if self.n else 0
+        self.cap = self.alpha * self.similarity.sum(axis=1)  # alpha * deg_i
+        full = self._raw_terms(np.ones(self.n, dtype=bool))
+        # a monotone term that is 0 on V is 0 on every subset: give it scale 0 instead of dividing by 0
+        self.scale = {t: (float(weights[t]) / full[t] if full[t] > 0 else 0.0) for t in TERMS}
+
+    # ---- set evaluation (from scratch) -----------------------------------------------------------
+    def _raw_terms(self, mask: np.ndarray) -> dict[str, float]:
+        doc_mass = np.bincount(self.doc_codes[mask], weights=self.diversity_relevance[mask], minlength=self.n_documents)
+        return {
+            "rel": float(self.relevance[mask].sum()),
+            "qry": float(self.incidence[mask].any(axis=0).sum()),
+            "cov": float(np.minimum(self.similarity[:, mask].sum(axis=1), self.cap).sum()),
+            "div": float(np.sqrt(doc_mass).sum()),
+        }
+
+    def term_values(self, indices) -> dict[str, float]:
+        """Each term of F at the set ``indices``, weighted and normalised (their sum is F)."""
+        mask = np.zeros(self.n, dtype=bool)
+        mask[np.asarray(list(indices), dtype=np.int64)] = True
+        raw = self._raw_terms(mask)
+        return {t: self.scale[t] * raw[t] for t in TERMS}
+
+    def value(self, indices) -> float:
+        return float(sum(self.term_values(indices).values()))
+
+    # ---- incremental greedy ----------------------------------------------------------------------
+    def empty_state(self) -> GreedyState:
+        return GreedyState(
+            chosen=[],
+            covered_terms=np.zeros(self.incidence.shape[1], dtype=bool),
+            coverage=np.zeros(self.n, dtype=np.float64),
+            document_mass=np.zeros(self.n_documents, dtype=np.float64),
+            term_values={t: 0.0 for t in TERMS},
+        )
+
+    def term_gains(self, state: GreedyState) -> dict[str, np.ndarray]:
+        """Weighted, normalised marginal gain of each term for adding each snippet to ``state``."""
+        current_cov = np.minimum(state.coverage, self.cap)
+        # column x of the (n, n) block: coverage of every i once x joins S
+        repr_gain = np.minimum(state.coverage[:, None] + self.similarity, self.cap[:, None]).sum(axis=0) - current_cov.sum()
+        mass = state.document_mass[self.doc_codes]
+        return {
+            "rel": self.scale["rel"] * self.relevance,
+            "qry": self.scale["qry"] * self.incidence[:, ~state.covered_terms].sum(axis=1),
+            "cov": self.scale["cov"] * np.maximum(repr_gain, 0.0),
+            "div": self.scale["div"] * (np.sqrt(mass + self.diversity_relevance) - np.sqrt(mass)),
+        }
+
+    def gains(self, state: GreedyState) -> np.ndarray:
+        per_term = self.term_gains(state)
+        return per_term["rel"] + per_term["qry"] + per_term["cov"] + per_term["div"]
+
+    def add(self, state: GreedyState, index: int, gain: float) -> None:
+        state.chosen.append(index)
+        state.covered_terms |= self.incidence[index]
+        state.coverage += self.similarity[:, index]
+        state.document_mass[self.doc_codes[index]] += self.diversity_relevance[index]
+        state.value += gain
+
+
+@dataclass
+class GreedyResult:
+    chosen: list[int]  # selection order
+    value: float
+    greedy_chosen: list[int]
+    greedy_value: float
+    singleton: int | None
+    singleton_value: float
+    fallback_used: bool
+
+
+def cost_scaled_greedy(
+    objective: SubmodularObjective,
+    costs: np.ndarray,
+    budget: int,
+    max_snippets: int | None = None,
+) -> GreedyResult:
+    """Greedy by marginal gain per token, then the best feasible singleton if it scores higher."""
+    costs = np.asarray(costs, dtype=np.int64)
+    per_token = np.maximum(costs, 1).astype(np.float64)  # an empty snippet still costs its separator
+    cap = objective.n if max_snippets is None else min(objective.n, max_snippets)
+    state = objective.empty_state()
+    available = np.ones(objective.n, dtype=bool)
+    singleton_gains = None
+    while len(state.chosen) < cap:
+        available &= addable(costs[state.chosen], costs, budget)
+        if not available.any():
+            break
+        gains = objective.gains(state)
+        if singleton_gains is None:
+            singleton_gains = gains  # F({s}) = F({s}) - F(empty)
+        ratio = np.where(available & (gains > GAIN_TOLERANCE), gains / per_token, -np.inf)
+        best = int(np.argmax(ratio))
+        if ratio[best] == -np.inf:
+            break
+        objective.add(state, best, float(gains[best]))
+        available[best] = False
+
+    if singleton_gains is None:
+        singleton_gains = objective.gains(objective.empty_state()) if objective.n else np.zeros(0)
+    feasible_alone = costs <= budget  # fits([c], budget)
+    singleton, singleton_value = None, 0.0
+    if feasible_alone.any():
+        singleton = int(np.argmax(np.where(feasible_alone, singleton_gains, -np.inf)))
+        singleton_value = float(singleton_gains[singleton])
+    fallback = singleton is not None and singleton_value > state.value + GAIN_TOLERANCE
+    chosen = [singleton] if fallback else list(state.chosen)
+    return GreedyResult(
+        chosen=chosen,
+        value=singleton_value if fallback else state.value,
+        greedy_chosen=list(state.chosen),
+        greedy_value=state.value,
+        singleton=singleton,
+        singleton_value=singleton_value,
+        fallback_used=bool(fallback),
+    )
+
+
+class SubmodularPacker(Packer):
+    """Cost-scaled greedy on relevance + query coverage + representativeness + document diversity."""
+
+    def __init__(
+        self,
+        name: str = "submod",
+        w_rel: float = 1.0,
+        w_qry: float = 0.5,
+        w_cov: float = 0.4,
+        w_div: float = 0.3,
+        alpha: float = 0.3,
+        max_snippets: int | None = 32,
+        diversity_relevance: str = "lexical",
+        stem: bool = True,
+    ) -> None:
+        super().__init__(name)
+        self.weights = {"rel": float(w_rel), "qry": float(w_qry), "cov": float(w_cov), "div": float(w_div)}
+        for term, weight in self.weights.items():
+            if weight < 0:
+                raise ValueError(f"packer {name!r}: weight w_{term} must be >= 0, got {weight}")
+        if float(alpha) <= 0:
+            raise ValueError(f"packer {name!r}: alpha must be > 0, got {alpha}")
+        if diversity_relevance not in ("lexical", "cosine"):
+            raise ValueError(
+                f"packer {name!r}: diversity_relevance must be 'lexical' or 'cosine', got {diversity_relevance!r}"
+            )
+        self.alpha = float(alpha)
+        self.max_snippets = check_max_snippets(name, max_snippets)
+        self.diversity_relevance = diversity_relevance
+        self.stem = bool(stem)
+
+    def objective(self, request: PackingRequest, relevance: np.ndarray | None = None) -> SubmodularObjective:
+        """The objective for this request; ``relevance`` replaces the lexical relevance (claim graphs)."""
+        features = snippet_features(request, self.stem)
+        relevance = features.lexical if relevance is None else np.asarray(relevance, dtype=np.float64)
+        embeddings = np.asarray(request.snippet_embeddings, dtype=np.float64)
+        if self.diversity_relevance == "cosine":
+            diversity = np.maximum(embeddings @ np.asarray(request.query_embedding, dtype=np.float64), 0.0)
+        else:
+            diversity = relevance
+        return SubmodularObjective(
+            relevance=relevance,
+            incidence=features.incidence,
+            similarity=embeddings @ embeddings.T,
+            doc_codes=features.doc_codes,
+            weights=self.weights,
+            alpha=self.alpha,
+            diversity_relevance=diversity,
+        )
+
+    def select(self, request: PackingRequest, relevance: np.ndarray | None = None) -> tuple[list[int], dict]:
+        costs = request.costs
+        if costs.size == 0:
+            return [], {"objective": 0.0, "fallback_used": False, "selection_order": []}
+        objective = self.objective(request, relevance)
+        result = cost_scaled_greedy(objective, costs, request.budget, self.max_snippets)
+        if not fits(costs[result.chosen], request.budget):  # the greedy only adds addable snippets
+            raise RuntimeError(f"packer {self.name!r} chose {result.chosen} over budget {request.budget}")
+        extra = {
+            "objective": result.value,
+            "terms": objective.term_values(result.chosen) if result.chosen else {t: 0.0 for t in TERMS},
+            "greedy_objective": result.greedy_value,
+            "singleton_objective": result.singleton_value,
+            "fallback_used": result.fallback_used,
+            "selection_order": list(result.chosen),
+            "packed_cost": packed_cost(costs[result.chosen]),
+        }
+        return result.chosen, extra
+
+    def pack(self, request: PackingRequest) -> Context:
+        chosen, extra = self.select(request)
+        snippets = in_reading_order([request.snippets[i] for i in chosen])
+        return Context(snippets=snippets, budget=request.budget, packer=self.name, extra=extra)

@@ -1,0 +1,253 @@
+"""The reader stage: rendered prompts in, short answers out, each distinct prompt generated once.
+
+Answers are cached by ``stable_hash(reader_id, prompt)``: a reader-scale or policy sweep that produces
+a prompt already answered by the same reader (same weights, precision and decoding) reuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from harness.cache import TextStore, stable_hash
+from harness.read.loading import (
+    QUANTIZATIONS,
+    default_device_map,
+    load_reader,
+    load_tokenizer,
+    resolve_dtype,
+)
+from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
+from harness.read.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+TRAINER_KEYS = {"accelerator", "devices", "strategy", "precision", "num_nodes"}
+DEFAULT_TRAINER = {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
+# Lightning loggers that announce the hardware on every Trainer; one line per read call is noise.
+_CHATTY_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero",
+                   "pytorch_lightning.accelerators.cuda", "lightning.pytorch.accelerators.cuda")
+
+
+@contextmanager
+def _quiet_lightning():
+    levels = {name: logging.getLogger(name).level for name in _CHATTY_LOGGERS}
+    for name in levels:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            # Prompts are tokenized inside predict_step, so loader workers would have nothing to do.
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*Trying to infer the `batch_size`.*")
+            warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
+    if prompt is None:
+        return PromptTemplate()
+    if isinstance(prompt, PromptTemplate):
+        return prompt
+    if isinstance(prompt, Mapping):
+        fields = {str(k): v for k, v in prompt.items() if str(k) != "_target_"}
+        return PromptTemplate(**fields)
+    raise TypeError(f"prompt must be a PromptTemplate or a mapping, got {type(prompt).__name__}")
+
+
+class Reader:
+    """A generator LM behind a response cache, run through ``pl.Trainer.predict``."""
+
+    def __init__(
+        self,
+        name: str,
+        pretrained: str | None = None,
+        offline_model: str | None = None,
+        models_dir: str | Path = DEFAULT_MODELS_DIR,
+        dtype: str = "bfloat16",
+        quantization: str | None = None,
+        device_map: str | dict | None = None,
+        trust_remote_code: bool = False,
+        batch_size: int = 8,
+        max_new_tokens: int = 24,
+        num_beams: int = 1,
+        prompt: PromptTemplate | Mapping[str, Any] | None = None,
+        cache_dir: str | Path | None = None,
+        trainer: Mapping[str, Any] | None = None,
+        sort_by_length: bool = True,
+        show_progress: bool = True,
+    ) -> None:
+        if offline_model is not None:
+            offline_model_spec(offline_model)  # fail on an unknown name now, not at first use
+        elif not pretrained:
+            raise ValueError(f"reader {name!r} needs `pretrained` (hub id or path) or `offline_model`")
+        if batch_size < 1:
+            raise ValueError(f"reader {name!r}: batch_size must be >= 1, got {batch_size}")
+        if max_new_tokens < 1:
+            raise ValueError(f"reader {name!r}: max_new_tokens must be >= 1, got {max_new_tokens}")
+        if num_beams < 1:
+            raise ValueError(f"reader {name!r}: num_beams must be >= 1, got {num_beams}")
+        resolve_dtype(dtype)  # an unknown dtype fails here, naming itself
+        if quantization not in QUANTIZATIONS:
+            raise ValueError(f"reader {name!r}: unknown quantization {quantization!r}; choose one of {QUANTIZATIONS}")
+        trainer = dict(DEFAULT_TRAINER, **dict(trainer or {}))
+        unknown = set(trainer) - TRAINER_KEYS
+        if unknown:
+            raise ValueError(f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}")
+
+        self.name = name
+        self.pretrained = None if pretrained is None else str(pretrained)
+        self.offline_model = offline_model
+        self.models_dir = str(models_dir)
+        self.dtype = dtype
+        self.quantization = quantization
+        self.device_map = device_map
+        self.trust_remote_code = trust_remote_code
+        self.batch_size = int(batch_size)
+        self.max_new_tokens = int(max_new_tokens)
+        self.num_beams = int(num_beams)
+        self.prompt = _as_template(prompt)
+        self.trainer_settings = {k: v for k, v in trainer.items() if v is not None}
+        self.sort_by_length = sort_by_length
+        self.show_progress = show_progress
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
+        self.generated = 0  # distinct prompts actually run through the model
+        self.requested = 0  # prompts asked for, repeats included
+        self._tokenizer = None
+        self._token_counter: TokenCounter | None = None
+        self._module = None
+
+    # ---- identity -------------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        """The weights: an offline model by name (the same on every machine), else the hub id or path."""
+        return f"offline:{self.offline_model}" if self.offline_model else str(self.pretrained)
+
+    @property
+    def reader_id(self) -> str:
+        """Everything that changes an answer for a given prompt: weights, precision and decoding."""
+        dtype = str(resolve_dtype(self.dtype)).replace("torch.", "")
+        return (
+            f"{self.model_id}|dtype={dtype}|quant={self.quantization or 'none'}"
+            f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
+        )
+
+    def __repr__(self) -> str:
+        return f"Reader(name={self.name!r}, id={self.reader_id!r})"
+
+    # ---- tokenizer and prompts (no weights loaded) ---------------------------------------------
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(
+                self.pretrained, self.trust_remote_code, self.offline_model, self.models_dir
+            )
+        return self._tokenizer
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        if self._token_counter is None:
+            self._token_counter = TokenCounter(self.tokenizer, name=self.model_id)
+        return self._token_counter
+
+    @property
+    def add_special_tokens(self) -> bool:
+        return add_special_tokens_for(self.prompt, self.tokenizer)
+
+    def render_prompt(self, question: str, context_text: str) -> str:
+        return self.prompt.render(self.tokenizer, question, context_text)
+
+    def count_prompt_tokens(self, prompt: str) -> int:
+        return count_prompt_tokens(self.tokenizer, prompt, add_special_tokens=self.add_special_tokens)
+
+    # ---- generation -----------------------------------------------------------------------------
+
+    @property
+    def module(self):
+        """The ReaderModule, loading the weights on first use."""
+        if self._module is None:
+            from harness.read.module import ReaderModule
+
+            model, tokenizer = load_reader(
+                self.pretrained,
+                dtype=self.dtype,
+                quantization=self.quantization,
+                device_map=self.device_map,
+                trust_remote_code=self.trust_remote_code,
+                offline_model=self.offline_model,
+                models_dir=self.models_dir,
+            )
+            if self._tokenizer is None:
+                self._tokenizer = tokenizer
+            self._module = ReaderModule(
+                model,
+                self.tokenizer,
+                max_new_tokens=self.max_new_tokens,
+                num_beams=self.num_beams,
+                add_special_tokens=self.add_special_tokens,
+                placed=default_device_map(self.quantization, self.device_map) is not None,
+            )
+        return self._module
+
+    def unload(self) -> None:
+        """Drop the weights (the tokenizer stays); the next ``answer`` call loads them again."""
+        self._module = None
+
+    def cache_key(self, prompt: str) -> str:
+        return stable_hash(self.reader_id, prompt)
+
+    def answer(self, prompts: Sequence[str]) -> list[str]:
+        """One short answer per prompt, aligned with ``prompts``; only uncached distinct prompts run."""
+        prompts = list(prompts)
+        self.requested += len(prompts)
+        unique = list(dict.fromkeys(prompts))
+        keys = {p: self.cache_key(p) for p in unique}
+        answers: dict[str, str] = {}
+        if self.cache is not None:
+            answers = {k: v["answer"] for k, v in self.cache.get_texts(keys.values()).items()}
+        missing = [p for p in unique if keys[p] not in answers]
+        if missing:
+            answers.update(self._generate(missing, [keys[p] for p in missing]))
+            self.generated += len(missing)
+        return [answers[keys[p]] for p in prompts]
+
+    def _trainer(self):
+        import pytorch_lightning as pl
+
+        from harness.read.module import ResponseCacheWriter
+
+        return pl.Trainer(
+            **self.trainer_settings,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=self.show_progress,
+            enable_model_summary=False,
+            callbacks=[ResponseCacheWriter(self.cache)],
+        )
+
+    def _generate(self, prompts: list[str], keys: list[str]) -> dict[str, str]:
+        from harness.read.datamodule import PromptDataModule
+
+        module = self.module
+        lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
+        datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length)
+        with _quiet_lightning():
+            outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=True) or []
+        answers = {row["prompt_key"]: row["answer"] for batch in outputs for row in batch}
+        lacking = [k for k in keys if k not in answers]
+        if lacking and self.cache is not None:
+            # Under a multi-process strategy each rank returns its own share; all ranks wrote the cache.
+            answers.update({k: v["answer"] for k, v in self.cache.get_texts(lacking).items()})
+        lacking = [k for k in keys if k not in answers]
+        if lacking:
+            raise RuntimeError(f"reader {self.name!r}: {len(lacking)} of {len(keys)} prompts came back without an answer")
+        return answers
