@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from harness.cache import stable_hash
 from harness.metrics import context_diagnostics, exact_match, f1_score, retrieval_metrics
+from harness.metrics.diversity import selection_metrics
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.tree.base import TreeServices
@@ -156,8 +157,9 @@ class Pipeline:
             prompt = self.reader.render_prompt(pool.example.question, text)
             figures = {
                 **retr,
+                **selection_metrics(selected, pool, cfg.k),
                 **context_diagnostics(context, pool.example, text),
-                **{f"selection_{k}": v for k, v in info.items()},
+                **info,
                 "n_candidates": len(pool.candidates),
                 "n_selected": len(selected.candidates),
                 "n_snippets_available": len(snippets),

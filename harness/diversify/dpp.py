@@ -22,12 +22,21 @@ from __future__ import annotations
 import numpy as np
 
 from harness.diversify.base import Diversifier
-from harness.diversify.relevance import check_selection_inputs, fill_in_rank_order, query_similarity
+from harness.diversify.relevance import (
+    check_selection_inputs,
+    fill_in_rank_order,
+    query_similarity,
+)
 from harness.diversify.ties import argmax_stable
 from harness.types import Pool
 
 DEFAULT_RELEVANCE_FLOOR = 1e-3
 DEFAULT_MIN_GAIN = 1e-10
+
+
+def _squared_norms(rows: np.ndarray) -> np.ndarray:
+    # np.vecdot (NumPy >= 2) is several times faster than einsum for this row-wise reduction.
+    return np.vecdot(rows, rows) if hasattr(np, "vecdot") else np.einsum("ij,ij->i", rows, rows)
 
 
 def dpp_quality(relevance: np.ndarray, relevance_floor: float = DEFAULT_RELEVANCE_FLOOR) -> np.ndarray:
@@ -48,7 +57,7 @@ def dpp_greedy_map(
     features = np.asarray(embeddings, dtype=np.float64)
     quality = dpp_quality(relevance, relevance_floor)
     # d_i^2 starts at L_ii; squared norms rather than 1 so that L is exactly the Gram we describe.
-    gains = quality * quality * np.einsum("ij,ij->i", features, features)
+    gains = quality * quality * _squared_norms(features)
     components = np.empty((k_eff, relevance.shape[0]), dtype=np.float64)
     available = np.ones(relevance.shape[0], dtype=bool)
     chosen: list[int] = []
@@ -87,7 +96,8 @@ class DPPDiversifier(Diversifier):
     def select_indices(self, pool: Pool) -> np.ndarray:
         if not pool.candidates:
             return np.empty(0, dtype=np.intp)
-        indices, _ = dpp_greedy_map(pool.embeddings, query_similarity(pool), self.k, self.relevance_floor, self.min_gain)
+        relevance = query_similarity(pool)
+        indices, _ = dpp_greedy_map(pool.embeddings, relevance, self.k, self.relevance_floor, self.min_gain)
         return indices
 
     def __repr__(self) -> str:

@@ -11,7 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from harness.diversify.base import Diversifier
-from harness.diversify.relevance import check_selection_inputs, fill_in_rank_order, query_similarity
+from harness.diversify.relevance import (
+    check_selection_inputs,
+    fill_in_rank_order,
+    query_similarity,
+)
 from harness.diversify.ties import descending_order
 from harness.types import Pool
 

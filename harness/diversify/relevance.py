@@ -37,7 +37,8 @@ def check_selection_inputs(embeddings: np.ndarray, relevance: np.ndarray, k: int
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     if not np.all(np.isfinite(relevance)):
-        raise ValueError(f"relevance has non-finite values at positions {np.flatnonzero(~np.isfinite(relevance)).tolist()}")
+        bad = np.flatnonzero(~np.isfinite(relevance)).tolist()
+        raise ValueError(f"relevance has non-finite values at positions {bad}")
     return min(int(k), embeddings.shape[0])
 
 

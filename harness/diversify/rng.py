@@ -26,7 +26,11 @@ from functools import lru_cache
 import numpy as np
 
 from harness.diversify.base import Diversifier
-from harness.diversify.relevance import check_selection_inputs, query_similarity, sigmoid
+from harness.diversify.relevance import (
+    check_selection_inputs,
+    query_similarity,
+    sigmoid,
+)
 from harness.diversify.ties import ascending_order
 from harness.types import Pool
 
@@ -111,7 +115,8 @@ class RNGDiversifier(Diversifier):
         if self.relevance == "cosine":
             if relevances is not None:
                 raise ValueError(
-                    f"diversifier {self.name!r} uses relevance='cosine'; explicit relevances need relevance='cross_encoder'"
+                    f"diversifier {self.name!r} uses relevance='cosine'; "
+                    "explicit relevances need relevance='cross_encoder'"
                 )
             return query_similarity(pool)
         raw = np.asarray(

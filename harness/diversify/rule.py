@@ -25,6 +25,10 @@ from harness.diversify.relevance import knn_order, query_similarity
 from harness.metrics.diversity import vendi_score
 from harness.types import Pool
 
+# Vendi equals n exactly for n orthogonal documents, where rounding lands a hair either side of n;
+# the tolerance keeps that boundary case from firing the rule by accident.
+VENDI_RTOL = 1e-9
+
 
 def _check_h(h: Any, where: str) -> int:
     if isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1:
@@ -46,7 +50,9 @@ class RuleDiversifier(Diversifier):
         if not isinstance(inner, Diversifier):
             raise TypeError(f"diversifier {name!r}: inner must be a Diversifier, got {type(inner).__name__}")
         if inner.k != self.k:
-            raise ValueError(f"diversifier {name!r}: inner diversifier {inner.name!r} has k={inner.k}, rule has k={self.k}")
+            raise ValueError(
+                f"diversifier {name!r}: inner diversifier {inner.name!r} has k={inner.k}, rule has k={self.k}"
+            )
         self.inner = inner
         self.h = None if h is None else _check_h(h, f"diversifier {name!r}")
 
@@ -62,7 +68,7 @@ class RuleDiversifier(Diversifier):
         knn = knn_order(query_similarity(pool), self.k)
         tau = min(self.evidence_count(pool), knn.size)
         knn_vendi = vendi_score(pool.embeddings[knn])
-        triggered = bool(knn_vendi < tau)
+        triggered = bool(knn_vendi < tau * (1.0 - VENDI_RTOL))
         indices = np.asarray(self.inner.select_indices(pool), dtype=np.intp) if triggered else knn
         return indices, {"rule_triggered": triggered, "rule_vendi": knn_vendi, "rule_tau": tau}
 

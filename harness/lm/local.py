@@ -31,10 +31,13 @@ class LocalChatLM(CachedChatLM):
         batch_size: int = 8,
         max_input_tokens: int | None = None,
         cache_dir: str | Path | None = None,
+        torch_threads: int | None = None,
         name: str = "local",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"{name}: batch_size must be >= 1, got {batch_size}")
+        if torch_threads is not None and torch_threads < 1:
+            raise ValueError(f"{name}: torch_threads must be >= 1 or null, got {torch_threads}")
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError(f"{name}: max_input_tokens must be >= 1 or null, got {max_input_tokens}")
         if pretrained is None and offline_model is None:
@@ -53,6 +56,7 @@ class LocalChatLM(CachedChatLM):
         self.trust_remote_code = trust_remote_code
         self.batch_size = int(batch_size)
         self.max_input_tokens = max_input_tokens
+        self.torch_threads = torch_threads
         self._model = None
         self._tokenizer = None
 
@@ -97,6 +101,20 @@ class LocalChatLM(CachedChatLM):
         return f"{self.system_prompt.strip()}\n\n{prompt}".strip() if self.system_prompt.strip() else prompt
 
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
+        import torch
+
+        if self.torch_threads is None:
+            return self._generate_batches(prompts, max_new_tokens)
+        # Decoding a small model is latency-bound: on a shared CPU one thread can be several times
+        # faster than two. The setting is process-wide, so it is restored afterwards.
+        previous = torch.get_num_threads()
+        torch.set_num_threads(self.torch_threads)
+        try:
+            return self._generate_batches(prompts, max_new_tokens)
+        finally:
+            torch.set_num_threads(previous)
+
+    def _generate_batches(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
 
         tokenizer, model = self.tokenizer, self.model

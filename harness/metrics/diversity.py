@@ -11,7 +11,12 @@ import math
 
 import numpy as np
 
-from harness.metrics.ranking import alpha_ndcg_at_k, err_ia_at_k, ndcg_at_k, s_recall_at_k
+from harness.metrics.ranking import (
+    alpha_ndcg_at_k,
+    err_ia_at_k,
+    ndcg_at_k,
+    s_recall_at_k,
+)
 from harness.metrics.retrieval import recall_at_k
 from harness.types import Pool
 

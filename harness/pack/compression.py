@@ -14,7 +14,9 @@ Offline constraints handled here: the constructor asks tiktoken for the gpt-3.5-
 download; it is replaced by the reader's own tokenizer, which is also the right unit, since
 llmlingua measures "target tokens" with that encoding in LLMLingua-2. LLMLingua-1 counts targets in its
 LM's tokens, so the reader budget is converted with the LM-to-reader token ratio of the input. Either
-way the result is counted with the reader tokenizer and truncated if it still overshoots.
+way llmlingua's target is soft: the result is counted with the reader tokenizer, compressed again with
+the target lowered by the overshoot (up to ``max_attempts`` runs), and truncated if it still overshoots.
+Text that already fits the budget is passed through uncompressed.
 
 The output is one snippet (``selects_snippets = False``). Its ``source_ids`` are the candidates whose
 distinct content terms survive in the compressed text at a rate of at least ``source_overlap``: the
@@ -125,6 +127,7 @@ class LLMLinguaPacker(Packer):
         models_dir: str = ".cache/models",
         device: str = "cpu",
         source_overlap: float = 0.5,
+        max_attempts: int = 2,
         model_config: dict | None = None,
         compress_kwargs: dict | None = None,
     ) -> None:
@@ -140,6 +143,9 @@ class LLMLinguaPacker(Packer):
             )
         if not 0.0 <= float(source_overlap) <= 1.0:
             raise ValueError(f"packer {name!r}: source_overlap must be in [0, 1], got {source_overlap}")
+        if int(max_attempts) < 1:
+            raise ValueError(f"packer {name!r}: max_attempts must be >= 1, got {max_attempts}")
+        self.max_attempts = int(max_attempts)
         self.device = device
         self.source_overlap = float(source_overlap)
         self.model_config = dict(model_config or {})
@@ -180,7 +186,7 @@ class LLMLinguaPacker(Packer):
             return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
         if original_tokens <= request.budget:  # nothing to compress: the text already fits
             text, compressed = full_text, False
-            extra["target_tokens"] = request.budget
+            extra["target_tokens"] = []
         else:
             compressor = self.compressor()
             compressor.oai_tokenizer = ReaderEncoding(request.tokens)
@@ -188,9 +194,18 @@ class LLMLinguaPacker(Packer):
             kwargs = dict(self.compress_kwargs)
             if not self.use_llmlingua2:
                 kwargs.update(question=request.question, concate_question=False)
-            result = compressor.compress_prompt(contexts, target_token=target, **kwargs)
-            text, compressed = result["compressed_prompt"].strip(), True
-            extra["target_tokens"] = target
+            targets = []
+            for _ in range(self.max_attempts):
+                targets.append(target)
+                result = compressor.compress_prompt(contexts, target_token=target, **kwargs)
+                text = result["compressed_prompt"].strip()
+                overshoot = request.tokens.count(text) / request.budget
+                if overshoot <= 1.0:
+                    break
+                # llmlingua's targets are soft (small LMs overshoot by 2x): aim lower by the overshoot
+                target = max(1, int(target / overshoot))
+            compressed = True
+            extra["target_tokens"] = targets
 
         count = request.tokens.count(text)
         truncated = count > request.budget

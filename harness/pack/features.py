@@ -30,12 +30,15 @@ def snippet_features(request: PackingRequest, stem: bool = True) -> SnippetFeatu
     query_terms = content_terms(request.question, stem)
     terms = [content_terms(s.text, stem) for s in snippets]
     incidence = query_term_incidence(query_terms, terms)
-    _, doc_codes = np.unique(np.array([s.cand_id for s in snippets], dtype=object), return_inverse=True)
+    codes: dict[str, int] = {}  # document codes in order of first appearance
+    numbers = np.array(
+        [(s.tokens, codes.setdefault(s.cand_id, len(codes)), s.rank, s.position) for s in snippets], dtype=np.int64
+    ).reshape(len(snippets), 4)
     return SnippetFeatures(
-        costs=np.fromiter((s.tokens for s in snippets), dtype=np.int64, count=len(snippets)),
-        doc_codes=doc_codes.astype(np.int64).reshape(-1),
-        ranks=np.fromiter((s.rank for s in snippets), dtype=np.int64, count=len(snippets)),
-        positions=np.fromiter((s.position for s in snippets), dtype=np.int64, count=len(snippets)),
+        costs=numbers[:, 0].copy(),
+        doc_codes=numbers[:, 1].copy(),
+        ranks=numbers[:, 2].copy(),
+        positions=numbers[:, 3].copy(),
         query_terms=query_terms,
         incidence=incidence,
         lexical=relevance_from_incidence(incidence),

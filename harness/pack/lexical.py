@@ -66,9 +66,12 @@ def query_term_incidence(query_terms: Iterable[str], snippet_terms: Sequence[fro
     snippets' lexical relevance, which lets the greedy packers score coverage with array operations.
     """
     ordered = sorted(query_terms)
+    column = {term: k for k, term in enumerate(ordered)}
+    query = frozenset(ordered)
     incidence = np.zeros((len(snippet_terms), len(ordered)), dtype=bool)
-    for column, term in enumerate(ordered):
-        incidence[:, column] = [term in terms for terms in snippet_terms]
+    for row, terms in enumerate(snippet_terms):
+        for term in terms & query:  # a set intersection per snippet: C speed, few hits
+            incidence[row, column[term]] = True
     return incidence
 
 

@@ -76,12 +76,25 @@ class SubmodularObjective:
         self.n = self.relevance.size
         self.n_documents = int(self.doc_codes.max()) + 1 if self.n else 0
         self.cap = self.alpha * self.similarity.sum(axis=1)  # alpha * deg_i
-        full = self._raw_terms(np.ones(self.n, dtype=bool))
+        self._incidence_float = self.incidence.astype(np.float64)
+        self._buffer = np.empty_like(self.similarity)
+        full = self._raw_terms(None)
         # a monotone term that is 0 on V is 0 on every subset: give it scale 0 instead of dividing by 0
         self.scale = {t: (float(weights[t]) / full[t] if full[t] > 0 else 0.0) for t in TERMS}
+        self._relevance_gain = self.scale["rel"] * self.relevance  # modular: the same at every step
+        self._query_gain_matrix = self.scale["qry"] * self._incidence_float
 
     # ---- set evaluation (from scratch) -----------------------------------------------------------
-    def _raw_terms(self, mask: np.ndarray) -> dict[str, float]:
+    def _raw_terms(self, mask: np.ndarray | None) -> dict[str, float]:
+        """Unnormalised terms at the set ``mask`` (boolean), or at the whole ground set for None."""
+        if mask is None:  # closed forms on V: coverage of row i is deg_i, so Repr(V) = sum min(1, alpha) deg_i
+            doc_mass = np.bincount(self.doc_codes, weights=self.diversity_relevance, minlength=self.n_documents)
+            return {
+                "rel": float(self.relevance.sum()),
+                "qry": float(self.incidence.any(axis=0).sum()),
+                "cov": float(np.minimum(self.cap / self.alpha, self.cap).sum()) if self.n else 0.0,
+                "div": float(np.sqrt(doc_mass).sum()),
+            }
         doc_mass = np.bincount(self.doc_codes[mask], weights=self.diversity_relevance[mask], minlength=self.n_documents)
         return {
             "rel": float(self.relevance[mask].sum()),
@@ -111,21 +124,32 @@ class SubmodularObjective:
         )
 
     def term_gains(self, state: GreedyState) -> dict[str, np.ndarray]:
-        """Weighted, normalised marginal gain of each term for adding each snippet to ``state``."""
-        current_cov = np.minimum(state.coverage, self.cap)
-        # column x of the (n, n) block: coverage of every i once x joins S
-        repr_gain = np.minimum(state.coverage[:, None] + self.similarity, self.cap[:, None]).sum(axis=0) - current_cov.sum()
+        """Weighted, normalised marginal gain of each term for adding each snippet to ``state``.
+
+        Repr: min(c_i + s_ix, cap_i) - min(c_i, cap_i) = min(s_ix, max(cap_i - c_i, 0)), so the gain of
+        every candidate x is one column sum of the (n, n) matrix min(S, residual[:, None]).
+        """
+        residual = np.maximum(self.cap - state.coverage, 0.0)
+        np.minimum(self.similarity, residual[:, None], out=self._buffer)
         mass = state.document_mass[self.doc_codes]
         return {
             "rel": self.scale["rel"] * self.relevance,
-            "qry": self.scale["qry"] * self.incidence[:, ~state.covered_terms].sum(axis=1),
-            "cov": self.scale["cov"] * np.maximum(repr_gain, 0.0),
+            "qry": self.scale["qry"] * (self._incidence_float @ ~state.covered_terms),
+            "cov": self.scale["cov"] * self._buffer.sum(axis=0),
             "div": self.scale["div"] * (np.sqrt(mass + self.diversity_relevance) - np.sqrt(mass)),
         }
 
     def gains(self, state: GreedyState) -> np.ndarray:
-        per_term = self.term_gains(state)
-        return per_term["rel"] + per_term["qry"] + per_term["cov"] + per_term["div"]
+        """Sum of ``term_gains`` without the per-term arrays (the greedy's hot path)."""
+        residual = np.maximum(self.cap - state.coverage, 0.0)
+        np.minimum(self.similarity, residual[:, None], out=self._buffer)
+        total = self._buffer.sum(axis=0)
+        total *= self.scale["cov"]
+        total += self._relevance_gain
+        total += self._query_gain_matrix @ ~state.covered_terms
+        mass = state.document_mass[self.doc_codes]
+        total += self.scale["div"] * (np.sqrt(mass + self.diversity_relevance) - np.sqrt(mass))
+        return total
 
     def add(self, state: GreedyState, index: int, gain: float) -> None:
         state.chosen.append(index)
@@ -133,6 +157,12 @@ class SubmodularObjective:
         state.coverage += self.similarity[:, index]
         state.document_mass[self.doc_codes[index]] += self.diversity_relevance[index]
         state.value += gain
+
+
+def snippet_similarity(embeddings: np.ndarray) -> np.ndarray:
+    """Cosine similarities of L2-normalised rows (float32 product: half the time, ample precision)."""
+    embeddings = np.asarray(embeddings, dtype=np.float32)
+    return (embeddings @ embeddings.T).astype(np.float64)
 
 
 @dataclass
@@ -228,15 +258,14 @@ class SubmodularPacker(Packer):
         """The objective for this request; ``relevance`` replaces the lexical relevance (claim graphs)."""
         features = snippet_features(request, self.stem)
         relevance = features.lexical if relevance is None else np.asarray(relevance, dtype=np.float64)
-        embeddings = np.asarray(request.snippet_embeddings, dtype=np.float64)
         if self.diversity_relevance == "cosine":
-            diversity = np.maximum(embeddings @ np.asarray(request.query_embedding, dtype=np.float64), 0.0)
+            diversity = np.maximum(np.asarray(request.relevance, dtype=np.float64), 0.0)
         else:
             diversity = relevance
         return SubmodularObjective(
             relevance=relevance,
             incidence=features.incidence,
-            similarity=embeddings @ embeddings.T,
+            similarity=snippet_similarity(request.snippet_embeddings),
             doc_codes=features.doc_codes,
             weights=self.weights,
             alpha=self.alpha,

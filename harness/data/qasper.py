@@ -1,0 +1,244 @@
+"""QASPER (Dasigi et al., 2021): questions over NLP papers, one Example per question.
+
+Accepted files: the official release (one JSON object mapping paper id -> paper, ``full_text`` and
+``qas`` as lists of records), a JSON list of papers, or papers as concatenated JSON objects / JSON
+lines carrying their ``id`` (the Hugging Face export, whose ``full_text`` and ``qas`` are columnar:
+a dict of parallel lists). Both record shapes are read.
+
+Each question's ``documents`` are the chunks of its paper's full text (paragraphs split into
+sentences and packed into ``chunk_tokens``-token chunks by :mod:`harness.tree.chunking`, so dense
+retrieval and every tree share the same leaves). ``answers`` hold every annotator's answer, in the
+official evaluator's form: extractive spans joined with ", ", the free-form answer, "Yes"/"No", or
+"Unanswerable"; ``metadata["answer_types"]`` gives each answer's type (extractive, abstractive,
+yes_no, unanswerable) and ``qtype`` is the first annotator's. ``gold_doc_ids`` are the chunks that
+hold an evidence paragraph of any annotator (figure/table evidence, "FLOAT SELECTED: ...", is not
+in the text and is not matched).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.errors import DatasetFormatError
+from harness.data.load import split_from_filename
+from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.types import Document, Example
+
+ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
+
+
+def read_json_objects(path: Path) -> list[dict[str, Any]]:
+    """Every top-level JSON value of ``path`` (one, a list, or several concatenated), as records."""
+    text = path.read_text(encoding="utf-8-sig")
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(path, f"invalid JSON at character {exc.pos}: {exc.msg}", index=len(values)) from exc
+        values.append(value)
+    if not values:
+        raise DatasetFormatError(path, "file is empty")
+    if len(values) == 1 and isinstance(values[0], list):
+        values = values[0]
+    elif len(values) == 1 and isinstance(values[0], dict) and "qas" not in values[0]:
+        # The official layout: {paper_id: paper}.
+        values = [{"id": pid, **paper} if isinstance(paper, dict) else paper for pid, paper in values[0].items()]
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise DatasetFormatError(path, f"expected a JSON object (a paper), got {type(value).__name__}", index=index)
+    return values
+
+
+def _rows(value: Any, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A list of records, whether given as records or as a dict of parallel lists (columnar)."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        lengths = {len(value.get(f) or []) for f in fields}
+        n = max(lengths) if lengths else 0
+        return [{k: (v[i] if isinstance(v, list) and i < len(v) else None) for k, v in value.items()} for i in range(n)]
+    raise TypeError(type(value).__name__)
+
+
+class _Paper:
+    def __init__(self, path: Path, index: int, record: dict[str, Any]) -> None:
+        self.path, self.index, self.record = path, index, record
+        self.id = str(record.get("id", "")) or None
+
+    def error(self, message: str, field: str) -> DatasetFormatError:
+        return DatasetFormatError(self.path, message, self.index, self.id, field)
+
+    def get(self, field: str, kind: type | tuple[type, ...]) -> Any:
+        if field not in self.record or self.record[field] is None:
+            raise self.error("missing field", field)
+        value = self.record[field]
+        if not isinstance(value, kind):
+            raise self.error(f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}", field)
+        return value
+
+
+def answer_text_and_type(answer: dict[str, Any]) -> tuple[str, str]:
+    """The official evaluator's reference string and type for one annotation."""
+    if answer.get("unanswerable"):
+        return "Unanswerable", "unanswerable"
+    spans = [s for s in (answer.get("extractive_spans") or []) if s and s.strip()]
+    if spans:
+        return ", ".join(spans), "extractive"
+    if (answer.get("free_form_answer") or "").strip():
+        return answer["free_form_answer"].strip(), "abstractive"
+    if answer.get("yes_no") is not None:
+        return ("Yes" if answer["yes_no"] else "No"), "yes_no"
+    raise ValueError("annotation has no answer (not unanswerable, no spans, no free-form answer, no yes/no)")
+
+
+def paper_examples(
+    paper: _Paper,
+    chunk_tokens: int,
+    count,
+    dataset: str,
+    split: str,
+    include_abstract: bool,
+) -> list[Example]:
+    record = paper.record
+    pid = paper.get("id", str)
+    title = str(record.get("title") or "")
+    try:
+        sections = _rows(paper.get("full_text", (list, dict)), ("section_name", "paragraphs"))
+    except TypeError as exc:
+        raise paper.error(f"unreadable sections ({exc})", "full_text") from exc
+
+    paragraphs: list[str] = []
+    paragraph_section: list[str] = []
+    if include_abstract and (record.get("abstract") or "").strip():
+        paragraphs.append(record["abstract"].strip())
+        paragraph_section.append("Abstract")
+    for s_index, section in enumerate(sections):
+        if not isinstance(section, dict) or not isinstance(section.get("paragraphs") or [], list):
+            raise paper.error(f"section {s_index} has no paragraph list", "full_text")
+        name = section.get("section_name") or ""
+        for paragraph in section.get("paragraphs") or []:
+            if isinstance(paragraph, str) and paragraph.strip():
+                paragraphs.append(paragraph.strip())
+                paragraph_section.append(name)
+    if not paragraphs:
+        raise paper.error("paper has no full-text paragraphs", "full_text")
+
+    chunks = chunk_paragraphs(paragraphs, chunk_tokens, count)
+    documents = tuple(
+        Document(doc_id=f"{pid}::chunk{i:03d}", title=paragraph_section[c.sources[0]], sentences=c.sentences)
+        for i, c in enumerate(chunks)
+    )
+    chunks_of_paragraph: dict[str, list[str]] = {}
+    for doc, chunk in zip(documents, chunks):
+        for p in chunk.sources:
+            chunks_of_paragraph.setdefault(paragraphs[p], []).append(doc.doc_id)
+
+    try:
+        questions = _rows(paper.get("qas", (list, dict)), ("question", "question_id", "answers"))
+    except TypeError as exc:
+        raise paper.error(f"unreadable questions ({exc})", "qas") from exc
+    examples = []
+    for q_index, qa in enumerate(questions):
+        qid = qa.get("question_id")
+        question = (qa.get("question") or "").strip()
+        if not qid or not question:
+            raise paper.error(f"question {q_index} lacks its question or question_id", "qas")
+        try:
+            annotations = _rows(qa.get("answers") or [], ("answer", "annotation_id"))
+        except TypeError as exc:
+            raise paper.error(f"question {qid!r}: unreadable answers ({exc})", "qas.answers") from exc
+        answers, types, evidence = [], [], []
+        for a_index, annotation in enumerate(annotations):
+            answer = annotation.get("answer") if isinstance(annotation, dict) else None
+            if not isinstance(answer, dict):
+                raise paper.error(f"question {qid!r}: annotation {a_index} has no answer record", "qas.answers")
+            try:
+                text, kind = answer_text_and_type(answer)
+            except ValueError as exc:
+                raise paper.error(f"question {qid!r}: annotation {a_index}: {exc}", "qas.answers") from exc
+            answers.append(text)
+            types.append(kind)
+            evidence.append([e for e in (answer.get("evidence") or []) if isinstance(e, str)])
+        if not answers:
+            raise paper.error(f"question {qid!r} has no answers", "qas.answers")
+        gold = tuple(dict.fromkeys(d for ev in evidence for e in ev for d in chunks_of_paragraph.get(e.strip(), [])))
+        examples.append(
+            Example(
+                question_id=str(qid),
+                question=question,
+                answers=tuple(answers),
+                gold_doc_ids=gold,
+                documents=documents,
+                hops=len(gold),
+                qtype=types[0],
+                split=split,
+                dataset=dataset,
+                metadata={
+                    "paper_id": pid,
+                    "paper_title": title,
+                    "answer_types": tuple(types),
+                    "evidence": tuple(tuple(ev) for ev in evidence),
+                    "chunk_tokens": chunk_tokens,
+                },
+            )
+        )
+    return examples
+
+
+def load_qasper(
+    path: str | Path,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+    name: str = "qasper",
+    split: str | None = None,
+    include_abstract: bool = False,
+    answer_types: list[str] | tuple[str, ...] | None = None,
+) -> list[Example]:
+    """QASPER questions as Examples (see the module docstring).
+
+    ``tokenizer``: how chunk sizes are counted: ``None`` for whitespace words, ``offline:smollm2`` (the
+    packaged reader's tokenizer) or a tokenizer hub id / path. ``answer_types`` keeps only questions
+    whose first annotator's answer has one of these types. ``sample_size`` draws a reproducible subset
+    (``numpy.random.default_rng(seed)``, kept in file order).
+    """
+    from hydra.utils import to_absolute_path
+
+    path = Path(to_absolute_path(str(path)))
+    if not path.is_file():
+        raise FileNotFoundError(f"QASPER file not found: {path}")
+    if answer_types is not None:
+        unknown = [t for t in answer_types if t not in ANSWER_TYPES]
+        if unknown:
+            raise ValueError(f"unknown answer_types {unknown}; choose from {ANSWER_TYPES}")
+    count = resolve_token_counter(tokenizer, models_dir).count
+    split = split or split_from_filename(path)
+    examples: list[Example] = []
+    seen: dict[str, int] = {}
+    for index, record in enumerate(read_json_objects(path)):
+        paper = _Paper(path, index, record)
+        for example in paper_examples(paper, chunk_tokens, count, name, split, include_abstract):
+            if example.question_id in seen:
+                raise paper.error(f"duplicate question id {example.question_id!r} (first in paper {seen[example.question_id]})", "qas")
+            seen[example.question_id] = index
+            if answer_types is None or example.qtype in answer_types:
+                examples.append(example)
+    if sample_size is not None and sample_size < len(examples):
+        if sample_size < 1:
+            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
+        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
+        examples = [examples[i] for i in chosen]
+    return examples

@@ -1,0 +1,174 @@
+"""DTCRS (Luo et al.): a summary tree built per question, only for questions that need one.
+
+1. Classify the question (extractive / abstractive / yes-no / unanswerable) with the LM, falling back
+   to rules on unparseable output. Only classes in ``tree_classes`` (default: abstractive) get a
+   tree; any other question keeps its pool unchanged (the dense baseline).
+2. Generate a table of contents of the document with the LM (the document cut to
+   ``toc_input_tokens``: a very long document gets a partial table of contents).
+3. Decompose the question into sub-questions grounded in that table of contents.
+4. Layer 1: one Gaussian-mixture component per sub-question, its mean initialised at the
+   sub-question's embedding after the same reducer fitted on the chunks (``means_init``); every
+   cluster is summarised. Later layers: RAPTOR's BIC-sized clustering and the same stopping rules.
+
+The tree depends on the question, so it is cached per (question, document, settings, LM, encoder,
+seed). ``build_info[question_id]`` records the class, its source, the sub-questions, nodes per layer
+and construction seconds (classification, table of contents and decomposition included; leaf
+embedding excluded). ``last_fit`` keeps the last first-layer fit (reducer, mixture, means_init).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from harness.cache import stable_hash
+from harness.tree.base import TreeServices
+from harness.tree.clustering import SeededFit, seeded_clusters
+from harness.tree.questions import (
+    CLASSIFY_PROMPT,
+    DECOMPOSE_PROMPT,
+    QUESTION_CLASSES,
+    TOC_PROMPT,
+    classify_question,
+    decompose_question,
+    table_of_contents,
+)
+from harness.tree.recursive import RecursiveSummaryTree
+from harness.tree.summary_tree import SummaryTree
+from harness.types import Pool
+
+CLASSIFIERS = ("lm", "rules", "gold")
+
+
+class DynamicTree(RecursiveSummaryTree):
+    def __init__(
+        self,
+        name: str = "dtcrs",
+        lm=None,
+        tree_classes: tuple[str, ...] | list[str] = ("abstractive",),
+        classifier: str = "lm",
+        max_subquestions: int = 4,
+        toc_input_tokens: int = 3000,
+        toc_max_tokens: int = 200,
+        classify_max_tokens: int = 8,
+        decompose_max_tokens: int = 150,
+        **settings,
+    ) -> None:
+        super().__init__(name=name, lm=lm, **settings)
+        tree_classes = tuple(tree_classes)
+        unknown = [c for c in tree_classes if c not in QUESTION_CLASSES]
+        if unknown:
+            raise ValueError(f"tree {name!r}: unknown tree_classes {unknown}; choose from {QUESTION_CLASSES}")
+        if classifier not in CLASSIFIERS:
+            raise ValueError(f"tree {name!r}: classifier must be one of {CLASSIFIERS}, got {classifier!r}")
+        for field, value in (("max_subquestions", max_subquestions), ("toc_input_tokens", toc_input_tokens),
+                             ("toc_max_tokens", toc_max_tokens), ("classify_max_tokens", classify_max_tokens),
+                             ("decompose_max_tokens", decompose_max_tokens)):
+            if value < 1:
+                raise ValueError(f"tree {name!r}: {field} must be >= 1, got {value}")
+        self.tree_classes = tree_classes
+        self.classifier = classifier
+        self.max_subquestions = int(max_subquestions)
+        self.toc_input_tokens = int(toc_input_tokens)
+        self.toc_max_tokens = int(toc_max_tokens)
+        self.classify_max_tokens = int(classify_max_tokens)
+        self.decompose_max_tokens = int(decompose_max_tokens)
+        self.last_fit: SeededFit | None = None
+
+    def question_key(self) -> dict[str, Any]:
+        return {
+            "tree_classes": list(self.tree_classes),
+            "classifier": self.classifier,
+            "max_subquestions": self.max_subquestions,
+            "toc_input_tokens": self.toc_input_tokens,
+            "toc_max_tokens": self.toc_max_tokens,
+            "classify_max_tokens": self.classify_max_tokens,
+            "decompose_max_tokens": self.decompose_max_tokens,
+            "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
+        }
+
+    def expand(self, pool: Pool, services: TreeServices) -> Pool:
+        example = pool.example
+        lm = self.language_model(services)
+        measure = self.measure(services)
+
+        start = time.perf_counter()
+        classification = classify_question(example.question, lm, self.classifier, example.qtype, self.classify_max_tokens)
+        classify_seconds = time.perf_counter() - start
+        info: dict[str, Any] = {
+            "tree": self.name,
+            "question_class": classification.label,
+            "class_source": classification.source,
+            "class_raw": classification.raw,
+        }
+        if classification.label not in self.tree_classes or not example.documents:
+            self.build_info[example.question_id] = {
+                **info,
+                "built": False,
+                "subquestions": [],
+                "nodes_per_layer": [len(example.documents)],
+                "summary_nodes": 0,
+                "build_seconds": classify_seconds,
+                "timings": {"classify_seconds": classify_seconds},
+                "cached": False,
+            }
+            return pool
+
+        leaves, leaf_embeddings = self.leaves(pool, services)
+        key = stable_hash(*self.base_key(leaves, services), example.question, self.question_key(), classification.label)
+        record = self.cached(key)
+        if record is not None:
+            tree = SummaryTree.from_json(record["tree"])
+            embeddings = [leaf_embeddings] + [
+                services.encoder.encode_documents([n.text for n in layer]) for layer in tree.layers[1:]
+            ]
+            self.build_info[example.question_id] = {**record["info"], **info, "cached": True, "tree_key": key}
+            return self.tree_pool(pool, tree, embeddings)
+
+        t = time.perf_counter()
+        document = measure.truncate("\n".join(n.text for n in leaves), self.toc_input_tokens)
+        toc = table_of_contents(document, lm, self.toc_max_tokens)
+        toc_seconds = time.perf_counter() - t
+
+        t = time.perf_counter()
+        subquestions, sub_source, _ = decompose_question(
+            example.question, toc, lm, self.max_subquestions, self.decompose_max_tokens
+        )
+        decompose_seconds = time.perf_counter() - t
+
+        t = time.perf_counter()
+        seeds = np.asarray(services.encoder.encode_queries(subquestions), dtype=np.float32)
+        seed_seconds = time.perf_counter() - t
+        fits: list[SeededFit | None] = []
+
+        def first_layer(embeddings: np.ndarray) -> list[np.ndarray]:
+            clusters, fit = seeded_clusters(embeddings, seeds, self.settings.clustering, services.seed)
+            fits.append(fit)
+            return clusters
+
+        tree, embeddings = self.builder(services).build(leaves, leaf_embeddings, first_layer=first_layer)
+        self.last_fit = fits[0] if fits else None
+        timings = {
+            "classify_seconds": classify_seconds,
+            "toc_seconds": toc_seconds,
+            "decompose_seconds": decompose_seconds,
+            "embed_subquestions_seconds": seed_seconds,
+            **tree.timings,
+        }
+        built = {
+            "built": True,
+            "toc": toc,
+            "subquestions": subquestions,
+            "subquestion_source": sub_source,
+            "first_layer_components": len(self.last_fit.components) if self.last_fit is not None else 0,
+            "nodes_per_layer": tree.nodes_per_layer(),
+            "summary_nodes": len(tree.summary_nodes()),
+            "build_seconds": classify_seconds + toc_seconds + decompose_seconds + seed_seconds + tree.build_seconds,
+            "timings": timings,
+            "empty_summaries": tree.empty_summaries,
+        }
+        self.store(key, {"tree": tree.to_json(), "info": built})
+        self.build_info[example.question_id] = {**info, **built, "cached": False, "tree_key": key}
+        return self.tree_pool(pool, tree, embeddings)

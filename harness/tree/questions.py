@@ -1,0 +1,162 @@
+"""Question analysis for the dynamic tree: question class, table of contents, sub-questions.
+
+Each step is one LM prompt whose output is parsed strictly; when the output cannot be parsed the
+step falls back to a rule (question class) or to the question itself (sub-questions), and says so in
+the returned ``source`` so results can separate LM decisions from fallbacks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+QUESTION_CLASSES = ("extractive", "abstractive", "yes_no", "unanswerable")
+
+CLASSIFY_PROMPT = """Classify the question about a document into exactly one type:
+extractive - the answer is a short span copied from the document (a name, a number, a term, a phrase);
+abstractive - the answer must be written in new words, combining or explaining several parts of the document;
+yes/no - the answer is yes or no;
+unanswerable - the document cannot answer the question.
+
+Question: {question}
+
+Reply with the type only: extractive, abstractive, yes/no or unanswerable."""
+
+TOC_PROMPT = """Document:
+{document}
+
+Write a table of contents for the document above: one line per section, each a short title saying what the section covers. Reply with the table of contents only."""
+
+DECOMPOSE_PROMPT = """Table of contents of a document:
+{toc}
+
+Question: {question}
+
+Break the question into at most {max_subquestions} simpler sub-questions, each answerable from one part of the document listed in the table of contents. Write one sub-question per line and nothing else."""
+
+# Label spellings an LM may use, mapped to the canonical class.
+_LABEL_PATTERNS = {
+    "yes_no": re.compile(r"\byes\s*(?:/|-|_|or|\s)\s*no\b|\bboolean\b|\bbinary\b", re.I),
+    "unanswerable": re.compile(r"\bunanswerable\b|\bnot answerable\b|\bcannot be answered\b", re.I),
+    "abstractive": re.compile(r"\babstractive\b", re.I),
+    "extractive": re.compile(r"\bextractive\b", re.I),
+}
+
+_AUXILIARIES = frozenset(
+    "is are was were am do does did can could will would should shall has have had may might must".split()
+)
+_QUANTITY_AFTER_HOW = frozenset("many much big large long often old far few small high low fast well".split())
+_ABSTRACTIVE_STARTS = ("why", "explain", "describe", "compare", "summarize", "summarise", "discuss", "in what way")
+_ABSTRACTIVE_NOUNS = re.compile(
+    r"^what (?:is|are|was|were) (?:the )?(?:main )?(?:effect|effects|impact|difference|differences|relationship|role|"
+    r"reason|reasons|advantage|advantages|benefit|benefits|limitation|limitations|motivation|intuition|idea|"
+    r"contribution|contributions|results?|findings?|conclusions?|implications?|challenges?)\b",
+    re.I,
+)
+
+
+def parse_question_class(output: str) -> str | None:
+    """The single class the output names, or None when it names none or several."""
+    found = {label for label, pattern in _LABEL_PATTERNS.items() if pattern.search(output or "")}
+    return found.pop() if len(found) == 1 else None
+
+
+def rule_question_class(question: str) -> str:
+    """A surface-form guess: auxiliary-verb openings are yes/no; why/how (not how many/much/...),
+    explain/describe/compare and "what is the effect/role/..." are abstractive; the rest extractive.
+    Rules cannot recognise an unanswerable question."""
+    words = re.findall(r"[a-z']+", question.lower())
+    if not words:
+        return "extractive"
+    text = " ".join(words)
+    if words[0] in _AUXILIARIES:
+        return "yes_no"
+    if words[0] == "how":
+        return "extractive" if len(words) > 1 and words[1] in _QUANTITY_AFTER_HOW else "abstractive"
+    if text.startswith(_ABSTRACTIVE_STARTS) or _ABSTRACTIVE_NOUNS.match(text):
+        return "abstractive"
+    return "extractive"
+
+
+_GOLD_ALIASES = {
+    "extractive": "extractive",
+    "abstractive": "abstractive",
+    "yes_no": "yes_no",
+    "yes/no": "yes_no",
+    "boolean": "yes_no",
+    "unanswerable": "unanswerable",
+    "none": "unanswerable",
+}
+
+
+def gold_question_class(qtype: str) -> str | None:
+    """The class a dataset's answer type names (QASPER: extractive/abstractive/yes_no/unanswerable)."""
+    return _GOLD_ALIASES.get((qtype or "").strip().lower())
+
+
+@dataclass(frozen=True)
+class Classification:
+    label: str
+    source: str  # lm | rules | gold
+    raw: str = ""
+
+
+def classify_question(question: str, lm, mode: str = "lm", qtype: str = "", max_new_tokens: int = 8) -> Classification:
+    """The question's class by ``mode``: ``lm`` (rules when the output is unparseable), ``rules`` or
+    ``gold`` (the dataset's answer type; rules when it names no class)."""
+    if mode == "gold":
+        label = gold_question_class(qtype)
+        if label is not None:
+            return Classification(label, "gold", qtype)
+        return Classification(rule_question_class(question), "rules", qtype)
+    if mode == "rules":
+        return Classification(rule_question_class(question), "rules")
+    if mode != "lm":
+        raise ValueError(f"classifier must be lm, rules or gold, got {mode!r}")
+    raw = lm.chat([CLASSIFY_PROMPT.format(question=question.strip())], max_new_tokens)[0]
+    label = parse_question_class(raw)
+    if label is None:
+        return Classification(rule_question_class(question), "rules", raw)
+    return Classification(label, "lm", raw)
+
+
+def table_of_contents(document: str, lm, max_new_tokens: int = 200) -> str:
+    """The LM's table of contents of ``document`` (already cut to the LM's input allowance)."""
+    raw = lm.chat([TOC_PROMPT.format(document=document)], max_new_tokens)[0]
+    lines = [line.strip() for line in raw.splitlines() if line.strip()]
+    return "\n".join(lines)
+
+
+_ENUMERATION = re.compile(
+    r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):]|\(?[a-z][.)]|(?:sub-?question|q)\s*\d*\s*[:.)-])\s*", re.I
+)
+
+
+def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
+    """Sub-questions from one-per-line output: numbering and bullets stripped, lines of fewer than
+    three words dropped, case-insensitive duplicates dropped, at most ``max_subquestions`` kept."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for line in (output or "").splitlines():
+        text = _ENUMERATION.sub("", line).strip().strip('"').strip()
+        if len(text.split()) < 3:
+            continue
+        key = " ".join(text.lower().split())
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append(text)
+        if len(found) == max_subquestions:
+            break
+    return found
+
+
+def decompose_question(question: str, toc: str, lm, max_subquestions: int = 4, max_new_tokens: int = 150) -> tuple[list[str], str, str]:
+    """(sub-questions, source, raw output): source ``lm``, or ``fallback`` (the question itself) when
+    nothing parseable came back."""
+    prompt = DECOMPOSE_PROMPT.format(toc=toc or "(none)", question=question.strip(), max_subquestions=max_subquestions)
+    raw = lm.chat([prompt], max_new_tokens)[0]
+    subquestions = parse_subquestions(raw, max_subquestions)
+    if not subquestions:
+        return [question.strip()], "fallback", raw
+    return subquestions, "lm", raw

@@ -1,0 +1,137 @@
+"""Selection metrics against hand-worked values on small examples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.diversify.reference import vendi_loop
+from harness.metrics.diversity import (
+    average_pairwise_distance,
+    near_duplicate_fraction,
+    selection_metrics,
+    vendi_from_gram,
+    vendi_score,
+)
+from harness.metrics.ranking import (
+    alpha_ndcg_at_k,
+    err_ia_at_k,
+    ndcg_at_k,
+    recall_at_k,
+    s_recall_at_k,
+)
+from tests.test_diversify_helpers import pool_from_arrays, unit
+
+# Four unit vectors in the plane: u1 = (1, 0), u2 = (.96, .28), u3 = (.6, .8), u4 = (0, 1).
+# Pair cosines: (1,2) .96, (1,3) .6, (1,4) 0, (2,3) .576 + .224 = .8, (2,4) .28, (3,4) .8.
+PLANE = np.array([[1.0, 0.0], [0.96, 0.28], [0.6, 0.8], [0.0, 1.0]])
+
+# Gold = {A, B, C}. Selection (k = 5): A, a copy of A, X, B, Y. Full pool: the same plus Z; C is not retrievable.
+GOLD = ("A", "B", "C")
+SELECTED = [("A",), ("A",), ("X",), ("B",), ("Y",)]
+FULL_POOL = SELECTED + [("Z",)]
+
+
+def test_vendi_of_identical_and_orthonormal_vectors():
+    assert vendi_score(np.tile([[0.3, -0.2, 0.9]], (5, 1))) == pytest.approx(1.0, abs=1e-12)
+    assert vendi_score(np.eye(6)[:4]) == pytest.approx(4.0, abs=1e-12)
+    assert math.isnan(vendi_score(np.zeros((0, 3))))
+
+
+def test_vendi_hand_worked_plane_example():
+    # K = X X^T has the non-zero eigenvalues of X^T X = [[2.2816, .7488], [.7488, 1.7184]]:
+    # trace 4, det 2.2816 * 1.7184 - .7488^2 = 3.36, so 2 +- sqrt(4 - 3.36) = 2.8 and 1.2.
+    # Eigenvalues of K/4: .7, .3 (and 0, 0). Vendi = exp(-(.7 ln .7 + .3 ln .3)) = 1.8420...
+    expected = math.exp(-(0.7 * math.log(0.7) + 0.3 * math.log(0.3)))
+    assert vendi_score(PLANE) == pytest.approx(expected, rel=1e-12)
+    assert vendi_score(3.0 * PLANE) == pytest.approx(expected, rel=1e-12)  # rows are re-normalised
+    assert vendi_loop(PLANE) == pytest.approx(expected, rel=1e-12)
+
+
+def test_vendi_from_gram_handles_a_stack():
+    stack = np.stack([np.ones((3, 3)), np.eye(3)])
+    np.testing.assert_allclose(vendi_from_gram(stack), [1.0, 3.0], atol=1e-12)
+    with pytest.raises(ValueError, match="square"):
+        vendi_from_gram(np.ones((2, 3)))
+
+
+def test_average_pairwise_distance_and_near_duplicates_hand_worked():
+    # Distances 1 - cos: .04, .4, 1, .2, .72, .2 -> sum 2.56 over 6 pairs.
+    assert average_pairwise_distance(PLANE) == pytest.approx(2.56 / 6, rel=1e-12)
+    # Only (1,2) with cosine .96 exceeds .95; at .8 nothing is *above* the two cosines of exactly .8.
+    assert near_duplicate_fraction(PLANE) == pytest.approx(1 / 6)
+    assert near_duplicate_fraction(PLANE, threshold=0.7) == pytest.approx(3 / 6)
+    assert math.isnan(average_pairwise_distance(PLANE[:1]))
+    assert math.isnan(near_duplicate_fraction(PLANE[:1]))
+    with pytest.raises(ValueError, match="zero or non-finite norm"):
+        average_pairwise_distance(np.array([[1.0, 0.0], [0.0, 0.0]]))
+
+
+def test_recall_counts_distinct_gold_documents():
+    assert recall_at_k(SELECTED, GOLD, 5) == pytest.approx(2 / 3)  # A, B of A, B, C
+    assert recall_at_k(SELECTED, GOLD, 3) == pytest.approx(1 / 3)
+    assert math.isnan(recall_at_k(SELECTED, (), 5))
+
+
+def test_ndcg_credits_only_the_first_copy():
+    # Gains 1, 0 (copy of A), 0, 1, 0: DCG = 1/log2(2) + 1/log2(5) = 1 + .430677 = 1.430677.
+    # Ideal: min(|gold|, k) = 3 ones: 1 + 1/log2(3) + 1/log2(4) = 1 + .630930 + .5 = 2.130930.
+    expected = (1 + 1 / math.log2(5)) / (1 + 1 / math.log2(3) + 0.5)
+    assert ndcg_at_k(SELECTED, GOLD, 5) == pytest.approx(expected, rel=1e-12)
+    assert expected == pytest.approx(0.671386, abs=1e-6)  # 1.430677 / 2.130930
+    # A summary covering A and B gains 1 once; B's own document after it gains nothing.
+    assert ndcg_at_k([("A", "B"), ("B",)], ("A", "B"), 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert math.isnan(ndcg_at_k(SELECTED, (), 5))
+
+
+def test_alpha_ndcg_hand_worked():
+    # alpha = .5. Gains: A 1, A again (1 - .5)^1 = .5, X 0, B 1, Y 0.
+    # DCG = 1 + .5/log2(3) + 1/log2(5) = 1 + .315465 + .430677 = 1.746142.
+    # Greedy ideal over the full pool: A 1, then B 1 (beats the copy's .5), then the copy .5, then 0s:
+    # IDCG = 1 + 1/log2(3) + .5/log2(4) = 1 + .630930 + .25 = 1.880930.   alpha-NDCG = .928339.
+    expected = (1 + 0.5 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3) + 0.25)
+    assert alpha_ndcg_at_k(SELECTED, GOLD, 5, ideal_candidates=FULL_POOL) == pytest.approx(expected, rel=1e-12)
+    assert expected == pytest.approx(0.928339, abs=1e-6)
+    # Default ideal: one document per gold id (A, B, C): IDCG = 1 + 1/log2(3) + 1/log2(4).
+    default = (1 + 0.5 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3) + 0.5)
+    assert alpha_ndcg_at_k(SELECTED, GOLD, 5) == pytest.approx(default, rel=1e-12)
+    # alpha = 1: repeats gain nothing, which is NDCG with first-copy credit.
+    assert alpha_ndcg_at_k(SELECTED, GOLD, 5, alpha=1.0) == pytest.approx(ndcg_at_k(SELECTED, GOLD, 5))
+    assert math.isnan(alpha_ndcg_at_k(SELECTED, ("C",), 5, ideal_candidates=FULL_POOL))  # C not retrievable
+
+
+def test_s_recall_counts_only_retrievable_gold():
+    retrievable = {s for sources in FULL_POOL for s in sources}
+    assert s_recall_at_k(SELECTED, GOLD, 5, retrievable_ids=retrievable) == 1.0  # A, B of the retrievable A, B
+    assert s_recall_at_k(SELECTED, GOLD, 3, retrievable_ids=retrievable) == 0.5
+    assert s_recall_at_k(SELECTED, GOLD, 5) == pytest.approx(2 / 3)
+    assert math.isnan(s_recall_at_k(SELECTED, ("C",), 5, retrievable_ids=retrievable))
+
+
+def test_err_ia_hand_worked():
+    # Stop probability .5 at a covering rank; intents A, B, C weighted 1/3.
+    # A: 1/1 * .5 + 1/2 * .5 * (1 - .5) = .625.  B: 1/4 * .5 * 1 = .125.  C: 0.
+    # ERR-IA = (.625 + .125 + 0) / 3 = .25.
+    assert err_ia_at_k(SELECTED, GOLD, 5) == pytest.approx(0.25, rel=1e-12)
+    assert err_ia_at_k(SELECTED, GOLD, 1) == pytest.approx(0.5 / 3)
+    assert math.isnan(err_ia_at_k(SELECTED, (), 5))
+
+
+def test_selection_metrics_assembles_every_column():
+    embeddings = np.vstack([unit(np.hstack([PLANE, np.zeros((4, 1))])), [[0, 0, 1], [0, 0, 1]]])
+    full = pool_from_arrays(embeddings.astype(np.float32), [1.0, 0.0, 0.0], source_ids=FULL_POOL, gold=GOLD)
+    selected = full.subset(range(5))
+    row = selection_metrics(selected, full, 5)
+    assert set(row) == {"recall", "ndcg", "alpha_ndcg", "s_recall", "err_ia", "apd", "vendi", "pool_redundancy"}
+    assert row["recall"] == pytest.approx(2 / 3)
+    assert row["ndcg"] == pytest.approx(ndcg_at_k(SELECTED, GOLD, 5))
+    assert row["alpha_ndcg"] == pytest.approx(alpha_ndcg_at_k(SELECTED, GOLD, 5, ideal_candidates=FULL_POOL))
+    assert row["s_recall"] == 1.0 and row["err_ia"] == pytest.approx(0.25)
+    assert row["apd"] == pytest.approx(average_pairwise_distance(embeddings[:5]), rel=1e-6)
+    assert row["vendi"] == pytest.approx(vendi_score(embeddings[:5]), rel=1e-6)
+    # Full pool pairs above .95: (u1, u2) and the two copies of (0, 0, 1): 2 of 15.
+    assert row["pool_redundancy"] == pytest.approx(2 / 15)
+    with pytest.raises(ValueError, match="full pool is for"):
+        selection_metrics(selected, pool_from_arrays(embeddings, [1.0, 0.0, 0.0], question_id="other"), 5)

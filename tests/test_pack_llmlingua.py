@@ -1,0 +1,165 @@
+"""The LLMLingua packer offline: reader-token budgets, the tiktoken stand-in, both methods' code paths.
+
+LLMLingua-2 needs a trained token classifier that no PyPI package ships, so its path is exercised
+with a tiny randomly initialised BERT classifier built here: the output text means nothing, only the
+plumbing (offline construction, budget, method label, caching) is under test. LLMLingua-1 runs for
+real with the packaged SmolLM2-135M (slow).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llmlingua.prompt_compressor as llmlingua_module
+from harness.pack.base import PackingRequest
+from harness.pack.compression import (
+    LLMLinguaPacker,
+    ReaderEncoding,
+    attributed_sources,
+    load_prompt_compressor,
+)
+from harness.read.tokens import TokenCounter
+from harness.types import Example, Pool, Snippet
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models"
+
+DOCUMENTS = {
+    "d1": [
+        "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.",
+        "It is named after the engineer Gustave Eiffel, whose company designed and built the tower.",
+        "It was constructed from 1887 to 1889 as the centrepiece of the 1889 World's Fair.",
+    ],
+    "d2": [
+        "The Statue of Liberty is a colossal neoclassical sculpture on Liberty Island in New York Harbor.",
+        "Its metal framework was built by Gustave Eiffel.",
+    ],
+    "d3": ["Bananas are an elongated, edible fruit produced by several kinds of large flowering plants."],
+}
+QUESTION = "Who designed the tower built for the 1889 World's Fair?"
+
+
+@pytest.fixture(scope="module")
+def tokens() -> TokenCounter:
+    from transformers import AutoTokenizer
+
+    from harness.retrieve.encoder import resolve_model_path
+
+    return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path("offline:all-MiniLM-L6-v2")))
+
+
+def make_request(tokens, budget: int) -> PackingRequest:
+    snippets = [
+        Snippet(text=s, cand_id=doc, source_ids=(doc,), tokens=tokens.count(s), rank=rank, position=position)
+        for rank, (doc, sentences) in enumerate(DOCUMENTS.items())
+        for position, s in enumerate(sentences)
+    ]
+    dim = 8
+    embeddings = np.eye(len(snippets), dim, dtype=np.float32)
+    query = np.full(dim, 1 / np.sqrt(dim), dtype=np.float32)
+    example = Example(question_id="q", question=QUESTION, answers=("Gustave Eiffel",), gold_doc_ids=("d1",), documents=())
+    pool = Pool(example=example, candidates=[], embeddings=embeddings[:0], query_embedding=query)
+    return PackingRequest(QUESTION, pool, snippets, embeddings, query, budget, tokens)
+
+
+@pytest.fixture(scope="module")
+def tiny_llmlingua2_model(tmp_path_factory) -> str:
+    """A random 1-layer BERT token classifier whose path names a backbone llmlingua supports."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification, BertTokenizer
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-bert-base-multilingual-cased"
+    text = " ".join(s for sentences in DOCUMENTS.values() for s in sentences)
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", text.lower())))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=512, num_labels=2,
+    )
+    BertForTokenClassification(config).save_pretrained(folder)
+    return str(folder)
+
+
+# ---- no model needed ------------------------------------------------------------------------------
+def test_reader_encoding_uses_the_reader_tokenizer(tokens):
+    encoding = ReaderEncoding(tokens)
+    ids = encoding.encode("Gustave Eiffel built it.")
+    assert len(ids) == tokens.count("Gustave Eiffel built it.")
+    assert encoding.decode(ids) == "gustave eiffel built it."  # MiniLM is uncased
+    with pytest.raises(RuntimeError, match="reader tokenizer"):
+        ReaderEncoding().encode("x")
+
+
+def test_llmlingua2_rejects_a_path_without_a_supported_backbone():
+    with pytest.raises(ValueError, match="my-own-classifier.*xlm-roberta-large"):
+        LLMLinguaPacker(use_llmlingua2=True, model_name="/models/my-own-classifier")
+    assert LLMLinguaPacker(use_llmlingua2=True).model_name == "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
+    with pytest.raises(ValueError, match="max_attempts"):
+        LLMLinguaPacker(max_attempts=0)
+
+
+def test_text_that_fits_passes_through_without_a_model(tokens):
+    request = make_request(tokens, budget=1000)
+    packer = LLMLinguaPacker(models_dir="/nonexistent")  # would fail if it tried to load the LM
+    context = packer.pack(request)
+    assert len(context.snippets) == 1 and packer.selects_snippets is False
+    snippet = context.snippets[0]
+    assert snippet.text == "\n".join(" ".join(s) for s in DOCUMENTS.values())
+    assert snippet.source_ids == ("d1", "d2", "d3")
+    assert snippet.tokens == tokens.count(snippet.text) <= 1000
+    assert context.extra["method"] == "llmlingua-1" and context.extra["compressed"] is False
+
+
+def test_zero_budget_gives_an_empty_context(tokens):
+    context = LLMLinguaPacker(models_dir="/nonexistent").pack(make_request(tokens, budget=0))
+    assert context.snippets == []
+
+
+def test_sources_are_credited_by_surviving_content_terms():
+    groups = [(("d1",), "alpha beta gamma delta"), (("d2",), "epsilon zeta"), (("d3", "d4"), "alpha eta")]
+    # d1 keeps 3/4 of its terms, d2 none, d3/d4 1/2
+    assert attributed_sources(groups, "alpha beta gamma", 0.5) == ("d1", "d3", "d4")
+    assert attributed_sources(groups, "alpha beta gamma", 0.6) == ("d1",)
+
+
+# ---- LLMLingua-2 plumbing with a random classifier -----------------------------------------------
+def test_llmlingua2_path_runs_offline_within_budget(tokens, tiny_llmlingua2_model):
+    original = llmlingua_module.tiktoken.encoding_for_model
+    packer = LLMLinguaPacker(use_llmlingua2=True, model_name=tiny_llmlingua2_model)
+    for budget in (12, 30, 60):
+        context = packer.pack(make_request(tokens, budget))
+        assert context.extra["method"] == "llmlingua-2"
+        assert len(context.snippets) == 1
+        snippet = context.snippets[0]
+        assert snippet.tokens == tokens.count(snippet.text) <= budget
+        assert set(snippet.source_ids) <= {"d1", "d2", "d3"}
+        assert context.extra["compressed"] is True
+    assert llmlingua_module.tiktoken.encoding_for_model is original  # the stand-in was only temporary
+    # one compressor per process and model
+    again = LLMLinguaPacker(name="other", use_llmlingua2=True, model_name=tiny_llmlingua2_model)
+    assert again.compressor() is packer.compressor()
+    assert load_prompt_compressor(tiny_llmlingua2_model, True) is packer.compressor()
+
+
+# ---- LLMLingua-1 with the packaged small LM ------------------------------------------------------
+@pytest.mark.slow
+def test_llmlingua1_compresses_offline_with_smollm2(tokens):
+    from harness.read.offline_models import default_folder, ensure_offline_model
+
+    folder = default_folder("smollm2", MODELS_DIR)
+    ensure_offline_model("smollm2", folder)  # returns at once when the converted folder exists
+    packer = LLMLinguaPacker(models_dir=str(MODELS_DIR))
+    request = make_request(tokens, budget=40)
+    original_tokens = tokens.count("\n".join(" ".join(s) for s in DOCUMENTS.values()))
+    context = packer.pack(request)
+    assert context.extra["method"] == "llmlingua-1"
+    assert context.extra["compressed"] is True and context.extra["original_tokens"] == original_tokens > 40
+    assert 1 <= len(context.extra["target_tokens"]) <= packer.max_attempts
+    snippet = context.snippets[0]
+    assert snippet.text and snippet.tokens == tokens.count(snippet.text) <= 40
+    assert set(snippet.source_ids) <= {"d1", "d2", "d3"}
