@@ -23,27 +23,27 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-import sys
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.pack.base import PackingRequest  # noqa: E402
-from harness.pack.budget import fits  # noqa: E402
-from harness.pack.features import snippet_features  # noqa: E402
-from harness.pack.lexical import content_terms  # noqa: E402
-from harness.pack.submodular import (  # noqa: E402
+from harness.pack.base import PackingRequest
+from harness.pack.budget import fits
+from harness.pack.features import snippet_features
+from harness.pack.lexical import content_terms
+from harness.pack.submodular import (
     SubmodularObjective,
     SubmodularPacker,
     cost_scaled_greedy,
     snippet_similarity,
 )
-from harness.types import Example, Pool, Snippet  # noqa: E402
+from harness.types import Example, Pool, Snippet
 
 GAIN_TOLERANCE = 1e-12
 TERMS = ("rel", "qry", "cov", "div")
@@ -205,7 +205,14 @@ def random_request(
         text = " ".join(rng.choice(VOCABULARY, size=int(rng.integers(6, 40))))
         positions[d] = positions.get(d, -1) + 1
         snippets.append(
-            Snippet(text=text, cand_id=f"d{d}", source_ids=(f"d{d}",), tokens=tokens.count(text), position=positions[d], rank=d)
+            Snippet(
+                text=text,
+                cand_id=f"d{d}",
+                source_ids=(f"d{d}",),
+                tokens=tokens.count(text),
+                position=positions[d],
+                rank=d,
+            )
         )
     embeddings = rng.standard_normal((n_snippets, dim)).astype(np.float32)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
@@ -220,7 +227,7 @@ def random_request(
 def apricot_selector():
     try:
         from apricot import FacilityLocationSelection
-    except Exception as error:  # numba / numpy mismatches surface as import-time errors of many kinds
+    except (ImportError, AttributeError, OSError, RuntimeError, SystemError) as error:  # numba/numpy mismatches
         return None, f"{type(error).__name__}: {error}"
     return FacilityLocationSelection, ""
 
@@ -263,8 +270,10 @@ def main(argv: list[str] | None = None) -> None:
 
     packer = SubmodularPacker(name="submod")
     FacilityLocationSelection, apricot_error = apricot_selector()
-    print(f"{args.snippets} snippets x {args.dim} dims, {args.questions} questions per budget, one BLAS thread, "
-          f"best of {args.repeats}; times in ms per question")
+    print(
+        f"{args.snippets} snippets x {args.dim} dims, {args.questions} questions per budget, one BLAS thread, "
+        f"best of {args.repeats}; times in ms per question"
+    )
     if apricot_error:
         print(f"apricot-select unavailable: {apricot_error}")
     print(
@@ -283,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
                 (snippet_features(r, packer.stem), snippet_similarity(r.snippet_embeddings), r.costs) for r in requests
             ]
 
-            def kernel(item):
+            def kernel(item, budget=budget):
                 features, similarity, costs = item
                 objective = SubmodularObjective(
                     features.lexical, features.incidence, similarity, features.doc_codes, packer.weights, packer.alpha
@@ -296,14 +305,16 @@ def main(argv: list[str] | None = None) -> None:
             subset = requests[: args.reference_questions]
             loop_inputs = [(reference_inputs(r, packer), r.costs.tolist()) for r in subset]
             loop_ms = per_question_ms(
-                lambda item: reference_greedy(item[0], item[1], budget, packer.max_snippets), loop_inputs, repeats=1
+                lambda item, budget=budget: reference_greedy(item[0], item[1], budget, packer.max_snippets),
+                loop_inputs,
+                repeats=1,
             )
 
             apricot_cell, ratio_cell = "unavailable", "unavailable"
             if FacilityLocationSelection is not None:
                 clipped = [(np.maximum(similarity, 0.0), costs) for _, similarity, costs in prepared]
 
-                def apricot_run(item):
+                def apricot_run(item, budget=budget):
                     return apricot_budgeted_facility_location(FacilityLocationSelection, item[0], item[1], budget)
 
                 apricot_run(clipped[0])  # numba compiles on first use: keep it out of the timing

@@ -60,6 +60,10 @@ class KeyValueStore:
             )
             self._conn.commit()
 
+    def __bool__(self) -> bool:
+        # An empty store is still a store: without this, ``if store:`` would be False until first write.
+        return True
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]

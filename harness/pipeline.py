@@ -79,7 +79,9 @@ class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.encoder = instantiate(cfg.retriever.encoder)
-        self.retriever = instantiate(cfg.retriever, encoder=self.encoder, _recursive_=False)
+        retriever_cfg = {k: v for k, v in cfg.retriever.items() if k not in ("encoder", "reranker")}
+        self.retriever = instantiate(retriever_cfg, encoder=self.encoder)
+        self.reranker = instantiate(cfg.retriever.reranker) if cfg.retriever.get("reranker") else None
         self.perturbation = instantiate(cfg.perturb) if cfg.get("perturb") else None
         self.tree = instantiate(cfg.tree)
         self.diversifier = instantiate(cfg.diversifier)
@@ -102,6 +104,8 @@ class Pipeline:
         cfg = self.cfg
         start = time.perf_counter()
         pools = self.retriever.retrieve(examples)
+        if self.reranker is not None:
+            pools = self.reranker.rerank(pools)
         self._timed("retrieve", start)
         retrieval = [retrieval_metrics(pool, cfg.k) for pool in pools]
 

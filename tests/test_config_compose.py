@@ -29,9 +29,10 @@ def test_every_group_option_composes_and_instantiates(group, option):
     if group in ("dataset", "snippets") or not node:
         return  # datasets read files at instantiation; snippets is plain settings; empty = disabled
     if group == "retriever":
-        obj = instantiate(node, encoder=instantiate(node.encoder), _recursive_=False)
-    elif group in ("tree",) and "lm" in node:
-        obj = instantiate(node)
+        settings = {k: v for k, v in node.items() if k not in ("encoder", "reranker")}
+        obj = instantiate(settings, encoder=instantiate(node.encoder))
+        if node.get("reranker"):
+            assert instantiate(node.reranker).model_name
     else:
         obj = instantiate(node)
     assert obj is not None
@@ -48,3 +49,21 @@ def test_every_experiment_composes(experiment):
 def test_top_level_keys_make_a_sweep():
     cfg = compose_with(["packer=packed", "budget=96", "seed=13"])
     assert cfg.budget == 96 and cfg.seed == 13 and cfg.packer.name == "packed"
+
+
+def sweep_names() -> list[str]:
+    return sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sweep", sweep_names())
+def test_every_sweep_composes_with_each_swept_value(sweep):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        base = compose(config_name="config", overrides=[f"+sweeps={sweep}"], return_hydra_config=True)
+        params = dict(base.hydra.sweeper.params)
+        assert params, f"sweeps/{sweep}.yaml sweeps nothing"
+        for key, values in params.items():
+            for value in str(values).split(","):
+                cfg = compose(config_name="config", overrides=[f"+sweeps={sweep}", f"{key}={value}"])
+                group = key.split(".")[0].lstrip("+")
+                if group in ("packer", "diversifier", "tree", "perturb") and cfg[group]:
+                    assert instantiate(cfg[group]) is not None

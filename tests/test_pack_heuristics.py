@@ -14,7 +14,12 @@ from omegaconf import OmegaConf
 from harness.pack.ace import AceFocusedPacker, AceSubmodularPacker
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
-from harness.pack.claim_graph import build_claim_graph, claim_relevance, extract_entities, normalise_claim
+from harness.pack.claim_graph import (
+    build_claim_graph,
+    claim_relevance,
+    extract_entities,
+    normalise_claim,
+)
 from harness.pack.focused import QueryFocusedPacker
 from harness.pack.lexical import content_terms, lexical_relevance, light_stem
 from harness.pack.mmr import MMRPacker
@@ -44,8 +49,7 @@ def make_request(question, items, embeddings, budget, query=None, tokens=None) -
     tokens = tokens or WhitespaceTokens()
     embeddings = np.asarray(embeddings, dtype=np.float32)
     snippets = [
-        Snippet(text=t, cand_id=c, source_ids=(c,), tokens=tokens.count(t), rank=r, position=p)
-        for t, c, r, p in items
+        Snippet(text=t, cand_id=c, source_ids=(c,), tokens=tokens.count(t), rank=r, position=p) for t, c, r, p in items
     ]
     dim = embeddings.shape[1]
     if query is None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import llmlingua.prompt_compressor as llmlingua_module
 import numpy as np
 import pytest
 
-import llmlingua.prompt_compressor as llmlingua_module
 from harness.pack.base import PackingRequest
 from harness.pack.compression import (
     LLMLinguaPacker,
@@ -60,7 +60,9 @@ def make_request(tokens, budget: int) -> PackingRequest:
     dim = 8
     embeddings = np.eye(len(snippets), dim, dtype=np.float32)
     query = np.full(dim, 1 / np.sqrt(dim), dtype=np.float32)
-    example = Example(question_id="q", question=QUESTION, answers=("Gustave Eiffel",), gold_doc_ids=("d1",), documents=())
+    example = Example(
+        question_id="q", question=QUESTION, answers=("Gustave Eiffel",), gold_doc_ids=("d1",), documents=()
+    )
     pool = Pool(example=example, candidates=[], embeddings=embeddings[:0], query_embedding=query)
     return PackingRequest(QUESTION, pool, snippets, embeddings, query, budget, tokens)
 
@@ -78,8 +80,13 @@ def tiny_llmlingua2_model(tmp_path_factory) -> str:
     BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=512, num_labels=2,
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=512,
+        num_labels=2,
     )
     BertForTokenClassification(config).save_pretrained(folder)
     return str(folder)

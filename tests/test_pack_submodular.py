@@ -13,7 +13,12 @@ import pytest
 
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
-from harness.pack.submodular import TERMS, SubmodularObjective, SubmodularPacker, cost_scaled_greedy
+from harness.pack.submodular import (
+    TERMS,
+    SubmodularObjective,
+    SubmodularPacker,
+    cost_scaled_greedy,
+)
 from harness.types import Example, Pool, Snippet
 
 _BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_submodular.py"
@@ -142,7 +147,9 @@ def test_greedy_matches_brute_force_rule(seed):
     packer = SubmodularPacker("submod", max_snippets=None)
     chosen, _ = packer.select(request)
     inputs = bench.reference_inputs(request, packer)
-    expected = brute_force_greedy(lambda s: bench.reference_objective(inputs, s), request.costs.tolist(), request.budget)
+    expected = brute_force_greedy(
+        lambda s: bench.reference_objective(inputs, s), request.costs.tolist(), request.budget
+    )
     assert chosen == expected
 
 
@@ -186,8 +193,9 @@ def test_no_fallback_when_greedy_set_is_better():
 def test_each_term_is_monotone_and_submodular(seed, diversity):
     rng = np.random.default_rng(seed)
     request = small_random_request(seed, n=12, budget=100)
-    packer = SubmodularPacker("submod", w_rel=1, w_qry=1, w_cov=1, w_div=1, alpha=float(rng.uniform(0.1, 1.2)),
-                              diversity_relevance=diversity)
+    packer = SubmodularPacker(
+        "submod", w_rel=1, w_qry=1, w_cov=1, w_div=1, alpha=float(rng.uniform(0.1, 1.2)), diversity_relevance=diversity
+    )
     objective = packer.objective(request)
     n = len(request.snippets)
     for _ in range(40):
@@ -239,7 +247,7 @@ def test_exhaustive_small_case_greedy_within_guarantee():
         request = small_random_request(seed, n=7, budget=30)
         packer = SubmodularPacker("submod", max_snippets=None)
         objective = packer.objective(request)
-        chosen, extra = packer.select(request)
+        _, extra = packer.select(request)
         costs = request.costs.tolist()
         best = max(
             objective.value(list(s))
@@ -266,5 +274,6 @@ def test_empty_request_and_validation():
 
 def test_objective_rejects_negative_relevance():
     with pytest.raises(ValueError, match="non-negative"):
-        SubmodularObjective(np.array([-0.1]), np.zeros((1, 0), bool), np.ones((1, 1)), np.zeros(1, int),
-                            dict.fromkeys(TERMS, 1.0))
+        SubmodularObjective(
+            np.array([-0.1]), np.zeros((1, 0), bool), np.ones((1, 1)), np.zeros(1, int), dict.fromkeys(TERMS, 1.0)
+        )

@@ -31,13 +31,21 @@ from harness.diversify.relevance import (
     query_similarity,
     sigmoid,
 )
-from harness.diversify.ties import ascending_order
+from harness.diversify.ties import ascending_order, descending_order
 from harness.types import Pool
 
 RELEVANCE_SOURCES = ("cosine", "cross_encoder")
 
 
-@lru_cache(maxsize=8)
+# Prefixes of the relevance ranking tried before the whole pool: the first has FIRST_PREFIX
+# candidates (at least 2k), each next one doubles, and a prefix is tried only while it is at most
+# half the pool (beyond that the full Gram matrix costs little more than the prefix it replaces).
+# On clustered pools of 100 (benchmarks/bench_diversifiers.py) the k = 5 selection is settled within
+# the 16-28 most relevant candidates, so one prefix of 24 usually suffices.
+FIRST_PREFIX = 24
+
+
+@lru_cache(maxsize=32)
 def _constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read-only float32 (zeros (m, m), ones (m,), strict lower triangle (m, m)) for pools of size m.
 
@@ -54,14 +62,14 @@ def _constants(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return arrays
 
 
-def _rng_scores_overwrite(gram: np.ndarray, relevance: np.ndarray, gamma: float) -> np.ndarray:
-    """RNG-Scores, using ``gram`` (float32, symmetric, our own temporary) as scratch space.
+def _masked_hinges_overwrite(gram: np.ndarray, relevance: np.ndarray, gamma: float) -> np.ndarray:
+    """The (n, n) float32 hinges [<v,w> - r(w) + g]_+ where r(v) > r(w), else 0, written over ``gram``.
 
     Rows are indexed by the scored candidate w and columns by the occluder v, so the per-w
-    threshold is a column vector and the sum over v is one float32 mat-vec.
+    threshold is a column vector.
     """
-    m = relevance.shape[0]
-    zeros, ones, strictly_below = _constants(m)
+    n = relevance.shape[0]
+    zeros, _, strictly_below = _constants(n)
     # A hinge <v,w> - r(w) + g is positive only when <v,w> exceeds t(w) = r(w) - g. Cosines never
     # exceed 1, so a row with t(w) >= 1 contributes nothing; +inf enforces that exactly even when
     # a rounded cosine lies a hair above 1 (this is what makes g <= -2 reproduce kNN).
@@ -70,11 +78,51 @@ def _rng_scores_overwrite(gram: np.ndarray, relevance: np.ndarray, gamma: float)
     hinge = gram
     hinge -= threshold.astype(np.float32)[:, None]
     np.maximum(hinge, zeros, out=hinge)
-    if np.all(relevance[:-1] > relevance[1:]):  # pools arrive in rank order: a fixed triangle
+    if np.all(relevance[:-1] > relevance[1:]):  # rows in rank order: a fixed triangle
         hinge *= strictly_below
     else:
         hinge *= relevance[None, :] > relevance[:, None]  # [w, v]: r(v) > r(w)
-    return 1.0 - relevance + hinge @ ones
+    return hinge
+
+
+def _rng_scores_overwrite(gram: np.ndarray, relevance: np.ndarray, gamma: float) -> np.ndarray:
+    """RNG-Scores, using ``gram`` (float32, symmetric, our own temporary) as scratch space.
+
+    The sum over v is one float32 mat-vec over the whole (m, m) hinge matrix.
+    """
+    hinge = _masked_hinges_overwrite(gram, relevance, gamma)
+    return 1.0 - relevance + hinge @ _constants(relevance.shape[0])[1]
+
+
+def _prefix_scores(
+    embeddings: np.ndarray, relevance: np.ndarray, ranked: np.ndarray | None, size: int, gamma: float
+) -> np.ndarray:
+    """Exact RNG-Scores of the ``size`` most relevant candidates, +inf for every other one.
+
+    ``ranked`` lists the pool by decreasing relevance (None: the pool already is in that order).
+    The candidates more relevant than one of the top ``size`` are all among the top ``size``, so
+    their scores need only the Gram matrix of those rows. Their hinges are placed at their own
+    rows and columns of an otherwise zero (m, m) matrix, which is what the full computation's
+    masked matrix holds in those rows, and summed by the same mat-vec, so every score computed here
+    equals the full computation's bit for bit.
+    """
+    m = relevance.shape[0]
+    top = slice(0, size) if ranked is None else ranked[:size]
+    rows = embeddings[top]
+    # rows @ rows.T is a symmetric rank-k update, whose entries match the full Gram matrix's.
+    gram = np.asarray(rows @ rows.T, dtype=np.float32)
+    hinge = np.zeros((m, m), dtype=np.float32)
+    top_hinges = _masked_hinges_overwrite(gram, relevance[top], gamma)
+    if ranked is None:
+        hinge[:size, :size] = top_hinges
+    else:
+        hinge[np.ix_(top, top)] = top_hinges
+    scores = 1.0 - relevance + hinge @ _constants(m)[1]
+    if ranked is None:
+        scores[size:] = np.inf
+    else:
+        scores[ranked[size:]] = np.inf
+    return scores
 
 
 def rng_scores(gram: np.ndarray, relevance: np.ndarray, gamma: float = 0.0) -> np.ndarray:
@@ -89,12 +137,44 @@ def rng_scores(gram: np.ndarray, relevance: np.ndarray, gamma: float = 0.0) -> n
     return _rng_scores_overwrite(np.array(gram, dtype=np.float32), relevance, float(gamma))
 
 
-def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: float = 0.0) -> np.ndarray:
-    """Indices of the min(k, m) lowest RNG-Scores, lowest first, lower index first among ties."""
+def rng_select_full(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: float = 0.0) -> np.ndarray:
+    """``rng_select`` by scoring every candidate from the whole (m, m) Gram matrix (the reference path)."""
     k_eff = check_selection_inputs(embeddings, relevance, k)
     gram = np.asarray(embeddings @ embeddings.T, dtype=np.float32)
     scores = _rng_scores_overwrite(gram, np.asarray(relevance, dtype=np.float64), float(gamma))
     return ascending_order(scores)[:k_eff]
+
+
+def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: float = 0.0) -> np.ndarray:
+    """Indices of the min(k, m) lowest RNG-Scores, lowest first, lower index first among ties.
+
+    Exact shortcut: score(w) >= 1 - r(w), and w's hinges involve only candidates more relevant than
+    w. So candidates are scored in prefixes of the relevance ranking; once the best-scoring k of a
+    prefix beat the floor 1 - r of the most relevant candidate left out (ties: the lower index
+    wins, as in the full computation), no candidate left out can enter the selection and the rest
+    of the Gram matrix is never computed. The selection is the full computation's, ties included
+    (``rng_select_full``).
+    """
+    k_eff = check_selection_inputs(embeddings, relevance, k)
+    relevance = np.asarray(relevance, dtype=np.float64)
+    gamma = float(gamma)
+    m = relevance.shape[0]
+    # Stable order: equally relevant candidates keep pool order (neither charges the other anyway).
+    ranked = None if np.all(relevance[:-1] >= relevance[1:]) else descending_order(relevance)
+    size = max(FIRST_PREFIX, 2 * k_eff)
+    while 2 * size <= m:
+        scores = _prefix_scores(embeddings, relevance, ranked, size, gamma)
+        selection = ascending_order(scores)[:k_eff]
+        last = int(selection[-1])
+        first_left_out = size if ranked is None else int(ranked[size])
+        # Floor of every left-out score: 1 - r is monotone in r and a hinge sum only adds to it,
+        # in floating point too (rounding is monotone).
+        floor = 1.0 - relevance[first_left_out]
+        lowest_left_out_index = size if ranked is None else int(ranked[size:].min())
+        if floor > scores[last] or (floor == scores[last] and lowest_left_out_index > last):
+            return selection
+        size *= 2
+    return rng_select_full(embeddings, relevance, k_eff, gamma)
 
 
 class RNGDiversifier(Diversifier):

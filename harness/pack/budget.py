@@ -11,7 +11,7 @@ rule, vectorised over candidates, for greedy loops that grow a feasible set one 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -141,7 +141,10 @@ def claim_relevance(
     m = len(graph.claims)
     query_terms = content_terms(question, stem)
     lexical = np.array(
-        [len(query_terms & content_terms(c.text, stem)) / len(query_terms) if query_terms else 0.0 for c in graph.claims],
+        [
+            len(query_terms & content_terms(c.text, stem)) / len(query_terms) if query_terms else 0.0
+            for c in graph.claims
+        ],
         dtype=np.float64,
     )
     question_entities = extract_entities(question)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import Any
 
 from harness.pack.base import Packer, PackingRequest, in_reading_order
@@ -79,7 +78,9 @@ _COMPRESSORS: dict[tuple, Any] = {}
 _COMPRESSORS_LOCK = threading.Lock()
 
 
-def load_prompt_compressor(model_name: str, use_llmlingua2: bool, device: str = "cpu", model_config: dict | None = None):
+def load_prompt_compressor(
+    model_name: str, use_llmlingua2: bool, device: str = "cpu", model_config: dict | None = None
+):
     """A ``PromptCompressor`` built once per process for each (model, method, device, config)."""
     model_config = dict(model_config or {})
     key = (model_name, bool(use_llmlingua2), device, tuple(sorted((k, repr(v)) for k, v in model_config.items())))
@@ -91,7 +92,12 @@ def load_prompt_compressor(model_name: str, use_llmlingua2: bool, device: str = 
             # the constructor's tiktoken download fails offline; each request attaches the reader's tokenizer
             module.tiktoken.encoding_for_model = lambda _model: ReaderEncoding()
             try:
-                log.info("loading %s compressor %s on %s", "LLMLingua-2" if use_llmlingua2 else "LLMLingua", model_name, device)
+                log.info(
+                    "loading %s compressor %s on %s",
+                    "LLMLingua-2" if use_llmlingua2 else "LLMLingua",
+                    model_name,
+                    device,
+                )
                 _COMPRESSORS[key] = module.PromptCompressor(
                     model_name=model_name,
                     device_map=device,
@@ -103,7 +109,9 @@ def load_prompt_compressor(model_name: str, use_llmlingua2: bool, device: str = 
         return _COMPRESSORS[key]
 
 
-def attributed_sources(texts_by_candidate: list[tuple[tuple[str, ...], str]], compressed: str, min_overlap: float) -> tuple[str, ...]:
+def attributed_sources(
+    texts_by_candidate: list[tuple[tuple[str, ...], str]], compressed: str, min_overlap: float
+) -> tuple[str, ...]:
     """Source ids of the candidates whose content terms survive in ``compressed`` at rate >= ``min_overlap``."""
     kept_terms = content_terms(compressed)
     sources: list[str] = []
@@ -126,7 +134,7 @@ class LLMLinguaPacker(Packer):
         model_name: str | None = None,
         models_dir: str = ".cache/models",
         device: str = "cpu",
-        source_overlap: float = 0.5,
+        source_overlap: float = 0.25,
         max_attempts: int = 2,
         model_config: dict | None = None,
         compress_kwargs: dict | None = None,
@@ -218,8 +226,9 @@ class LLMLinguaPacker(Packer):
         snippet = Snippet(
             text=text,
             cand_id=f"{self.method}:compressed",
-            source_ids=attributed_sources(groups, text, self.source_overlap) if compressed else
-            tuple(dict.fromkeys(s for ids, _ in groups for s in ids)),
+            source_ids=attributed_sources(groups, text, self.source_overlap)
+            if compressed
+            else tuple(dict.fromkeys(s for ids, _ in groups for s in ids)),
             tokens=count,
         )
         return Context(snippets=[snippet], budget=request.budget, packer=self.name, extra=extra)

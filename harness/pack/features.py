@@ -7,7 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.pack.base import PackingRequest
-from harness.pack.lexical import content_terms, query_term_incidence, relevance_from_incidence
+from harness.pack.lexical import (
+    content_terms,
+    query_term_incidence,
+    relevance_from_incidence,
+)
 
 
 @dataclass

@@ -9,8 +9,8 @@ almost never merges unrelated words (a full Porter stemmer conflates e.g. "gener
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS

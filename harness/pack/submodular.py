@@ -24,7 +24,7 @@ Marginal gains are computed for every candidate at once with NumPy each step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,7 +47,6 @@ class GreedyState:
     coverage: np.ndarray  # (n,) sum_{j in S} sim(i, j)
     document_mass: np.ndarray  # (D,) sum of diversity relevance of S's snippets per document
     value: float = 0.0
-    term_values: dict[str, float] = field(default_factory=dict)
 
 
 class SubmodularObjective:
@@ -75,8 +74,11 @@ class SubmodularObjective:
         self.alpha = float(alpha)
         self.n = self.relevance.size
         self.n_documents = int(self.doc_codes.max()) + 1 if self.n else 0
-        self.cap = self.alpha * self.similarity.sum(axis=1)  # alpha * deg_i
+        self.degree = self.similarity.sum(axis=1)
+        self.cap = self.alpha * self.degree
         self._incidence_float = self.incidence.astype(np.float64)
+        # row x of the transpose holds sim(., x): reducing along contiguous rows is the faster direction
+        self._similarity_by_candidate = np.ascontiguousarray(self.similarity.T)
         self._buffer = np.empty_like(self.similarity)
         full = self._raw_terms(None)
         # a monotone term that is 0 on V is 0 on every subset: give it scale 0 instead of dividing by 0
@@ -87,12 +89,12 @@ class SubmodularObjective:
     # ---- set evaluation (from scratch) -----------------------------------------------------------
     def _raw_terms(self, mask: np.ndarray | None) -> dict[str, float]:
         """Unnormalised terms at the set ``mask`` (boolean), or at the whole ground set for None."""
-        if mask is None:  # closed forms on V: coverage of row i is deg_i, so Repr(V) = sum min(1, alpha) deg_i
+        if mask is None:  # on V the coverage of row i is deg_i itself
             doc_mass = np.bincount(self.doc_codes, weights=self.diversity_relevance, minlength=self.n_documents)
             return {
                 "rel": float(self.relevance.sum()),
                 "qry": float(self.incidence.any(axis=0).sum()),
-                "cov": float(np.minimum(self.cap / self.alpha, self.cap).sum()) if self.n else 0.0,
+                "cov": float(np.minimum(self.degree, self.cap).sum()),
                 "div": float(np.sqrt(doc_mass).sum()),
             }
         doc_mass = np.bincount(self.doc_codes[mask], weights=self.diversity_relevance[mask], minlength=self.n_documents)
@@ -120,30 +122,29 @@ class SubmodularObjective:
             covered_terms=np.zeros(self.incidence.shape[1], dtype=bool),
             coverage=np.zeros(self.n, dtype=np.float64),
             document_mass=np.zeros(self.n_documents, dtype=np.float64),
-            term_values={t: 0.0 for t in TERMS},
         )
 
     def term_gains(self, state: GreedyState) -> dict[str, np.ndarray]:
         """Weighted, normalised marginal gain of each term for adding each snippet to ``state``.
 
         Repr: min(c_i + s_ix, cap_i) - min(c_i, cap_i) = min(s_ix, max(cap_i - c_i, 0)), so the gain of
-        every candidate x is one column sum of the (n, n) matrix min(S, residual[:, None]).
+        every candidate x is one row sum of the (n, n) matrix min(S^T, residual[None, :]).
         """
         residual = np.maximum(self.cap - state.coverage, 0.0)
-        np.minimum(self.similarity, residual[:, None], out=self._buffer)
+        np.minimum(self._similarity_by_candidate, residual[None, :], out=self._buffer)
         mass = state.document_mass[self.doc_codes]
         return {
             "rel": self.scale["rel"] * self.relevance,
             "qry": self.scale["qry"] * (self._incidence_float @ ~state.covered_terms),
-            "cov": self.scale["cov"] * self._buffer.sum(axis=0),
+            "cov": self.scale["cov"] * self._buffer.sum(axis=1),
             "div": self.scale["div"] * (np.sqrt(mass + self.diversity_relevance) - np.sqrt(mass)),
         }
 
     def gains(self, state: GreedyState) -> np.ndarray:
         """Sum of ``term_gains`` without the per-term arrays (the greedy's hot path)."""
         residual = np.maximum(self.cap - state.coverage, 0.0)
-        np.minimum(self.similarity, residual[:, None], out=self._buffer)
-        total = self._buffer.sum(axis=0)
+        np.minimum(self._similarity_by_candidate, residual[None, :], out=self._buffer)
+        total = self._buffer.sum(axis=1)
         total *= self.scale["cov"]
         total += self._relevance_gain
         total += self._query_gain_matrix @ ~state.covered_terms

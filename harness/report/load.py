@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.stats.protocol import format_parameter
+
 log = logging.getLogger(__name__)
 
 ROWS_FILE = "rows.parquet"
@@ -172,12 +174,8 @@ def varies(series: pd.Series) -> bool:
 
 
 def format_value(value) -> str:
-    """A compact, unambiguous rendering of one config value (1.0 -> '1', 0.1 -> '0.1')."""
-    if _is_missing(value):
-        return "-"
-    if isinstance(value, (float, np.floating)):
-        return str(int(value)) if float(value).is_integer() else repr(float(value))
-    return str(value)
+    """A compact, unambiguous rendering of one config value (1.0 -> '1', 0.1 -> '0.1', missing -> '-')."""
+    return format_parameter(value)
 
 
 def _is_runtime_key(column: str) -> bool:
@@ -191,7 +189,8 @@ def hyperparameter_columns(rows: pd.DataFrame, components: Sequence[str]) -> lis
     component already says; one that varies within a component (``cfg.diversifier.lambda_`` within mmr)
     is a hyper-parameter of it.
     """
-    keys = [c for c in (*components, *SETTING_COLUMNS, "seed") if c in rows.columns]
+    keys = [c for c in (*components, *SETTING_COLUMNS) if c in rows.columns]
+    key_values = [rows[k].map(format_value) for k in keys]
     found = []
     for column in rows.columns:
         if not column.startswith("cfg.") or column in _MIRRORED_CFG or _is_runtime_key(column):
@@ -199,7 +198,9 @@ def hyperparameter_columns(rows: pd.DataFrame, components: Sequence[str]) -> lis
         if not varies(rows[column]):
             continue
         values = rows[column].map(format_value)
-        if not keys or values.groupby([rows[k].map(format_value) for k in keys]).nunique().max() > 1:
+        if "seed" in rows.columns and values.groupby(rows["seed"]).nunique().max() <= 1:
+            continue  # follows the seed alone (cfg.dataset.seed = ${seed}): replication, not a policy
+        if not keys or values.groupby(key_values).nunique().max() > 1:
             found.append(column)
     return sorted(found)
 

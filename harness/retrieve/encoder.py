@@ -83,7 +83,7 @@ class Encoder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [stable_hash(self.identity, t) for t in texts]
-        found = self.cache.get_arrays(keys) if self.cache else {}
+        found = self.cache.get_arrays(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
         if missing:
             self.calls += len(missing)
@@ -95,7 +95,7 @@ class Encoder:
                 show_progress_bar=self.show_progress and len(missing) > 256,
             ).astype(np.float32)
             new = {stable_hash(self.identity, t): v for t, v in zip(missing, vectors)}
-            if self.cache:
+            if self.cache is not None:
                 self.cache.put_arrays(new)
             found.update(new)
         out = np.stack([found[k] for k in keys]).astype(np.float32)

@@ -58,6 +58,32 @@ def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def clustered_mean_ci(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    cluster: str,
+    n_resamples: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[float, float, float]]:
+    """(mean, low, high) per column: NaN-ignoring row mean and its percentile interval from a bootstrap that
+    resamples whole clusters (a question with all its seeds), all columns from the same draws."""
+    if frame.empty:
+        return {c: (math.nan, math.nan, math.nan) for c in columns}
+    values = frame[list(columns)].to_numpy(dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        means = np.nanmean(values, axis=0)
+    if frame[cluster].nunique() < 2:
+        return {c: (float(m), math.nan, math.nan) for c, m in zip(columns, means)}
+    draws = clustered_bootstrap(values, frame[cluster].to_numpy(), "mean", n_resamples, seed)
+    out = {}
+    for j, column in enumerate(columns):
+        low, high = percentile_interval(draws[:, j], confidence)
+        out[column] = (float(means[j]), low, high)
+    return out
+
+
 def correlations(x: Any, y: Any) -> dict[str, float]:
     """Pearson and Spearman correlation of the pairs where both are present; NaN when either is constant."""
     a = np.asarray(x, dtype=float)

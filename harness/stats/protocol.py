@@ -44,19 +44,32 @@ def split_questions(question_ids: Any, val_fraction: float = 0.2, seed: int = 0)
     return np.sort(unique[order[:n_val]]), np.sort(unique[order[n_val:]])
 
 
+def format_parameter(value: Any) -> str:
+    """A compact, unambiguous rendering of one parameter value (1.0 -> '1', 0.1 -> '0.1', missing -> '-')."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return "-"
+    if isinstance(value, (float, np.floating)):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    return str(value)
+
+
+def parameter_name(column: str) -> str:
+    """``cfg.diversifier.inner.lambda_`` -> ``inner.lambda_``: the key below the component group."""
+    parts = column.split(".")
+    return ".".join(parts[2:]) if parts[0] == "cfg" and len(parts) > 2 else column
+
+
 def operating_points(rows: pd.DataFrame, method_column: str, parameter_columns: Sequence[str]) -> pd.Series:
     """Per row, the label of its method's operating point: the parameters that vary within that method.
 
     A method run at a single setting gets ``'default'``. Labels read ``lambda_=0.3`` or ``h=2, inner.name=dpp``.
     """
-    from harness.report.load import format_value, short_name  # formatting only; keeps one rendering of values
-
     labels = pd.Series(DEFAULT_POINT, index=rows.index, dtype=object)
     for _, group in rows.groupby(method_column, sort=False):
-        varying = [c for c in parameter_columns if group[c].map(format_value).nunique() > 1]
+        varying = [c for c in parameter_columns if group[c].map(format_parameter).nunique() > 1]
         if varying:
             labels.loc[group.index] = [
-                ", ".join(f"{short_name(c).split('.', 1)[-1]}={format_value(v)}" for c, v in zip(varying, values))
+                ", ".join(f"{parameter_name(c)}={format_parameter(v)}" for c, v in zip(varying, values))
                 for values in zip(*(group[c] for c in varying))
             ]
     return labels
@@ -93,8 +106,8 @@ def tune_operating_points(
     per_query = query_means(validation)
     per_level = per_query.groupby(["method", "point", "level"]).mean()
     table = per_level.groupby(["method", "point"]).mean().rename("val_score").reset_index()
-    table["n_val_queries"] = per_query.groupby(["method", "point"]).apply(
-        lambda s: s.index.get_level_values("question").nunique()).to_numpy()
+    counts = per_query.reset_index().groupby(["method", "point"])["question"].nunique()
+    table["n_val_queries"] = counts.to_numpy()
     chosen = table.groupby("method")["val_score"].idxmax()
     table["chosen"] = table.index.isin(chosen.to_numpy())
     return table
@@ -162,7 +175,7 @@ def misspecification_downside(table: pd.DataFrame, reference: str = "knn") -> pd
     falls, and the loss at the heaviest level (last column)."""
     if reference not in table.index:
         raise ValueError(f"reference method {reference!r} is not a row of the table ({list(table.index)})")
-    loss = table.loc[[reference]].to_numpy() - table.drop(index=reference)
+    loss = (table.loc[[reference]].to_numpy() - table.drop(index=reference)).dropna(how="all")
     out = pd.DataFrame({
         "downside": loss.max(axis=1),
         "worst_level": loss.idxmax(axis=1),

@@ -19,6 +19,7 @@ embedding excluded). ``last_fit`` keeps the last first-layer fit (reducer, mixtu
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ class DynamicTree(RecursiveSummaryTree):
         toc_max_tokens: int = 200,
         classify_max_tokens: int = 8,
         decompose_max_tokens: int = 150,
+        first_layer_covariance: str = "diag",
         **settings,
     ) -> None:
         super().__init__(name=name, lm=lm, **settings)
@@ -69,6 +71,10 @@ class DynamicTree(RecursiveSummaryTree):
             if value < 1:
                 raise ValueError(f"tree {name!r}: {field} must be >= 1, got {value}")
         self.tree_classes = tree_classes
+        # The seeded layer fits K components to all chunks at once: full covariances (55 parameters
+        # each in 10 dimensions) over ~n/K chunks are singular, and on QASPER papers EM then folded
+        # every chunk into one component. Diagonal covariances keep one cluster per sub-question.
+        self.first_layer_clustering = replace(self.settings.clustering, covariance_type=first_layer_covariance)
         self.classifier = classifier
         self.max_subquestions = int(max_subquestions)
         self.toc_input_tokens = int(toc_input_tokens)
@@ -86,6 +92,7 @@ class DynamicTree(RecursiveSummaryTree):
             "toc_max_tokens": self.toc_max_tokens,
             "classify_max_tokens": self.classify_max_tokens,
             "decompose_max_tokens": self.decompose_max_tokens,
+            "first_layer": self.first_layer_clustering.key(),
             "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
         }
 
@@ -121,9 +128,7 @@ class DynamicTree(RecursiveSummaryTree):
         record = self.cached(key)
         if record is not None:
             tree = SummaryTree.from_json(record["tree"])
-            embeddings = [leaf_embeddings] + [
-                services.encoder.encode_documents([n.text for n in layer]) for layer in tree.layers[1:]
-            ]
+            embeddings = [leaf_embeddings] + self.summary_embeddings(key, tree, services)
             self.build_info[example.question_id] = {**record["info"], **info, "cached": True, "tree_key": key}
             return self.tree_pool(pool, tree, embeddings)
 
@@ -144,7 +149,7 @@ class DynamicTree(RecursiveSummaryTree):
         fits: list[SeededFit | None] = []
 
         def first_layer(embeddings: np.ndarray) -> list[np.ndarray]:
-            clusters, fit = seeded_clusters(embeddings, seeds, self.settings.clustering, services.seed)
+            clusters, fit = seeded_clusters(embeddings, seeds, self.first_layer_clustering, services.seed)
             fits.append(fit)
             return clusters
 
@@ -169,6 +174,6 @@ class DynamicTree(RecursiveSummaryTree):
             "timings": timings,
             "empty_summaries": tree.empty_summaries,
         }
-        self.store(key, {"tree": tree.to_json(), "info": built})
+        self.store(key, {"tree": tree.to_json(), "info": built}, embeddings)
         self.build_info[example.question_id] = {**info, **built, "cached": False, "tree_key": key}
         return self.tree_pool(pool, tree, embeddings)

@@ -29,12 +29,9 @@ class RaptorTree(RecursiveSummaryTree):
         record = self.cached(key)
         if record is not None:
             tree = SummaryTree.from_json(record["tree"])
-            embeddings = [leaf_embeddings] + [
-                services.encoder.encode_documents([n.text for n in layer]) for layer in tree.layers[1:]
-            ]
-            return tree, embeddings, True, key
+            return tree, [leaf_embeddings] + self.summary_embeddings(key, tree, services), True, key
         tree, embeddings = self.builder(services).build(leaves, leaf_embeddings)
-        self.store(key, {"tree": tree.to_json()})
+        self.store(key, {"tree": tree.to_json()}, embeddings)
         return tree, embeddings, False, key
 
     def expand(self, pool: Pool, services: TreeServices) -> Pool:

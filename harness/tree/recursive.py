@@ -98,6 +98,7 @@ class RecursiveSummaryTree(Tree):
         self._lm = None
         self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="summary_trees") if cache_dir else None
         self._memory: dict[str, dict] = {}
+        self._summary_embeddings: dict[str, list[np.ndarray]] = {}  # per tree key, this process only
         self.build_info: dict[str, dict[str, Any]] = {}
 
     # -- services -----------------------------------------------------------------------------------
@@ -123,13 +124,23 @@ class RecursiveSummaryTree(Tree):
 
     @staticmethod
     def leaves(pool: Pool, services: TreeServices) -> tuple[list[TreeNode], np.ndarray]:
-        """The document's chunks as layer-0 nodes, embedded as the retriever embeds documents."""
+        """The document's chunks as layer-0 nodes with their embeddings: the retriever's own vectors
+        for chunks in the pool, the encoder (same document view) for any chunk the pool left out."""
         docs = pool.example.documents
         nodes = [TreeNode(0, i, doc.text, (), (doc.doc_id,)) for i, doc in enumerate(docs)]
-        if not docs:
-            return nodes, np.zeros((0, len(pool.query_embedding)), dtype=np.float32)
-        vectors = services.encoder.encode_documents([document_text(doc) for doc in docs])
-        return nodes, np.asarray(vectors, dtype=np.float32)
+        dim = len(pool.query_embedding)
+        vectors = np.zeros((len(docs), dim), dtype=np.float32)
+        in_pool = {}
+        for i, cand in enumerate(pool.candidates):
+            if cand.kind == "document":
+                in_pool.setdefault(cand.cand_id, i)
+        missing = [i for i, doc in enumerate(docs) if doc.doc_id not in in_pool]
+        for i, doc in enumerate(docs):
+            if doc.doc_id in in_pool:
+                vectors[i] = pool.embeddings[in_pool[doc.doc_id]]
+        if missing:
+            vectors[missing] = services.encoder.encode_documents([document_text(docs[i]) for i in missing])
+        return nodes, vectors
 
     def base_key(self, leaves: list[TreeNode], services: TreeServices) -> list[Any]:
         return [
@@ -154,7 +165,18 @@ class RecursiveSummaryTree(Tree):
                 return found[key]  # type: ignore[return-value]
         return None
 
-    def store(self, key: str, record: dict) -> None:
+    def summary_embeddings(self, key: str, tree: SummaryTree, services: TreeServices) -> list[np.ndarray]:
+        """Embeddings of layers 1.. of a cached tree (kept in memory after the first encoding)."""
+        if key not in self._summary_embeddings:
+            self._summary_embeddings[key] = [
+                np.asarray(services.encoder.encode_documents([n.text for n in layer]), dtype=np.float32)
+                for layer in tree.layers[1:]
+            ]
+        return self._summary_embeddings[key]
+
+    def store(self, key: str, record: dict, layer_embeddings: list[np.ndarray] | None = None) -> None:
+        if layer_embeddings is not None:
+            self._summary_embeddings[key] = list(layer_embeddings[1:])
         self._memory[key] = record
         if self.cache is not None:
             self.cache.put_texts({key: record})

@@ -1,0 +1,151 @@
+"""NarrativeQA (Kočiský et al., 2018) in its official repository layout, one Example per question.
+
+    ROOT/qaps.csv                               document_id, set, question, answer1, answer2, ...
+    ROOT/documents.csv                          document_id, set, kind, ..., story_start, story_end
+    ROOT/third_party/wikipedia/summaries.csv    document_id, set, summary, summary_tokenized
+    ROOT/tmp/<document_id>.content              full stories, as fetched by the official download script
+
+``context="summaries"`` answers from the plot summaries, ``context="stories"`` from the full stories
+(cut between ``story_start`` and ``story_end`` when both are found; HTML pages, as most movie
+scripts are, are stripped to text). Either way the context is chunked like every long document
+(:mod:`harness.tree.chunking`) and becomes the question's ``documents``. ``answers`` are the two
+reference answers; NarrativeQA marks no evidence, so ``gold_doc_ids`` is empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from harness.data.errors import DatasetFormatError
+from harness.data.quality import html_paragraphs
+from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.types import Document, Example
+
+SPLITS = ("train", "valid", "test")
+CONTEXTS = ("summaries", "stories")
+
+# Stories run to megabytes; the csv module's default field limit (128 KiB) is far too small.
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+def read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"NarrativeQA file not found: {path}")
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [f for f in required if f not in (reader.fieldnames or [])]
+        if missing:
+            raise DatasetFormatError(path, f"missing columns {missing}; header is {reader.fieldnames}", field=missing[0])
+        return list(reader)
+
+
+def story_paragraphs(raw: str, start: str = "", end: str = "") -> list[str]:
+    """A story's paragraphs: HTML stripped when it is a web page, cut to [start, end] when both markers
+    are found (the official layout's ``story_start``/``story_end``), split at blank lines."""
+    looks_html = bool(re.search(r"<\s*(html|body|pre|p|br)\b", raw[:5000], re.I))
+    text = "\n\n".join(html_paragraphs(raw)) if looks_html else raw
+    if start and end:
+        i = text.find(start)
+        j = text.rfind(end)
+        if 0 <= i < j:
+            text = text[i : j + len(end)]
+    paragraphs = [" ".join(block.split()) for block in re.split(r"\n\s*\n", text)]
+    return [p for p in paragraphs if p]
+
+
+def load_narrativeqa(
+    root: str | Path,
+    split: str = "test",
+    context: str = "summaries",
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+    name: str = "narrativeqa",
+    stories_dir: str = "tmp",
+    summaries_file: str = "third_party/wikipedia/summaries.csv",
+) -> list[Example]:
+    """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module
+    docstring). ``tokenizer``: chunk-size counting, ``None`` for whitespace words, ``offline:smollm2``
+    or a tokenizer id/path."""
+    from hydra.utils import to_absolute_path
+
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if context not in CONTEXTS:
+        raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+    root = Path(to_absolute_path(str(root)))
+    count = resolve_token_counter(tokenizer, models_dir).count
+
+    qaps_path = root / "qaps.csv"
+    qaps = read_csv(qaps_path, ("document_id", "set", "question", "answer1", "answer2"))
+    qaps = [(i, row) for i, row in enumerate(qaps) if row["set"] == split]
+
+    if context == "summaries":
+        path = root / summaries_file
+        rows = read_csv(path, ("document_id", "summary"))
+        texts = {row["document_id"]: [" ".join(row["summary"].split())] for row in rows}
+        kinds: dict[str, str] = {}
+    else:
+        documents_path = root / "documents.csv"
+        rows = read_csv(documents_path, ("document_id", "kind", "story_start", "story_end"))
+        meta = {row["document_id"]: row for row in rows}
+        kinds = {d: row["kind"] for d, row in meta.items()}
+        texts = {}
+        for doc_id in dict.fromkeys(row["document_id"] for _, row in qaps):
+            story = root / stories_dir / f"{doc_id}.content"
+            if not story.is_file():
+                raise FileNotFoundError(f"story {doc_id!r} not found at {story}; run the official download script")
+            row = meta.get(doc_id)
+            if row is None:
+                raise DatasetFormatError(documents_path, f"no row for document {doc_id!r} named in qaps.csv", field="document_id")
+            raw = story.read_text(encoding="utf-8", errors="replace")
+            texts[doc_id] = story_paragraphs(raw, row["story_start"], row["story_end"])
+
+    chunked: dict[str, tuple[Document, ...]] = {}
+    examples: list[Example] = []
+    for index, row in qaps:
+        doc_id = row["document_id"]
+        question = row["question"].strip()
+        answers = tuple(a.strip() for a in (row["answer1"], row["answer2"]) if a and a.strip())
+        if not question:
+            raise DatasetFormatError(qaps_path, "empty question", index=index, record_id=doc_id, field="question")
+        if not answers:
+            raise DatasetFormatError(qaps_path, "no reference answer", index=index, record_id=doc_id, field="answer1")
+        if doc_id not in texts:
+            raise DatasetFormatError(qaps_path, f"document {doc_id!r} has no {context[:-1]}", index=index,
+                                     record_id=doc_id, field="document_id")
+        if doc_id not in chunked:
+            chunks = chunk_paragraphs(texts[doc_id], chunk_tokens, count)
+            if not chunks:
+                raise DatasetFormatError(qaps_path, f"document {doc_id!r}: empty {context[:-1]}", index=index,
+                                         record_id=doc_id, field="document_id")
+            chunked[doc_id] = tuple(
+                Document(doc_id=f"{doc_id}::chunk{i:03d}", title="", sentences=c.sentences) for i, c in enumerate(chunks)
+            )
+        examples.append(
+            Example(
+                question_id=f"{doc_id}::q{index}",
+                question=question,
+                answers=answers,
+                gold_doc_ids=(),
+                documents=chunked[doc_id],
+                hops=0,
+                qtype=kinds.get(doc_id, ""),
+                split=split,
+                dataset=name,
+                metadata={"document_id": doc_id, "context": context},
+            )
+        )
+    if sample_size is not None and sample_size < len(examples):
+        if sample_size < 1:
+            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
+        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
+        examples = [examples[i] for i in chosen]
+    return examples

@@ -1,0 +1,263 @@
+"""QuALITY (Pang et al., 2022): multiple-choice questions over long articles, one Example per question.
+
+Two JSON-lines layouts are read, recognised per line:
+
+- the release (v0.9 - v1.0.1): ``article`` (HTML string) and ``questions``: a list of records with
+  ``question``, ``options`` (4), ``gold_label`` (1-based), ``difficult`` (1 = hard) and a
+  ``question_unique_id``; test-split questions carry no ``gold_label`` and are skipped;
+- the pre-release example layout: ``article`` as a list of HTML lines and flat fields ``questionN``,
+  ``questionNoptionM``, ``questionN_gold_label`` (1-based), ``questionN_annotator_answers`` (untimed)
+  and ``questionN_annotator_speed_answers``. A question is hard when a majority of the timed (speed)
+  annotators answered wrongly while a majority of the untimed ones answered right, the paper's rule
+  behind the release's ``difficult`` flag.
+
+The article's HTML becomes paragraphs (block tags and double line breaks end a paragraph), which are
+chunked like every long document (:mod:`harness.tree.chunking`). ``answers`` are the gold option's
+text and its letter; ``metadata`` holds ``options``, ``gold_index`` (0-based), ``hard``, the bare
+question and the article id. With ``options_in_question`` (default) the question text lists the
+lettered options, so the reader can choose among them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.errors import DatasetFormatError
+from harness.data.load import split_from_filename
+from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.types import Document, Example
+
+log = logging.getLogger(__name__)
+
+LETTERS = "ABCDEFGHIJ"
+_BLOCK_TAGS = frozenset("p div h1 h2 h3 h4 h5 h6 li blockquote pre hr table tr title body html".split())
+_SKIP_TAGS = frozenset("script style head".split())
+
+
+class _ParagraphParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.paragraphs: list[str] = []
+        self._current: list[str] = []
+        self._skip = 0
+        self._breaks = 0  # consecutive <br> since the last text
+
+    def _flush(self) -> None:
+        text = " ".join("".join(self._current).split())
+        if text:
+            self.paragraphs.append(text)
+        self._current = []
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in _SKIP_TAGS:
+            self._skip += 1
+        elif tag in _BLOCK_TAGS:
+            self._flush()
+        elif tag == "br":
+            self._breaks += 1
+            if self._breaks >= 2:  # a blank line inside a block separates paragraphs
+                self._flush()
+            else:
+                self._current.append(" ")
+
+    def handle_startendtag(self, tag: str, attrs) -> None:
+        self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP_TAGS:
+            self._skip = max(0, self._skip - 1)
+        elif tag in _BLOCK_TAGS:
+            self._flush()
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        if data.strip():
+            self._breaks = 0
+        self._current.append(data)
+
+    def close(self) -> None:
+        super().close()
+        self._flush()
+
+
+def html_paragraphs(html: str) -> list[str]:
+    """Paragraph texts of an HTML document (whitespace collapsed, scripts and styles dropped)."""
+    parser = _ParagraphParser()
+    parser.feed(html)
+    parser.close()
+    return parser.paragraphs
+
+
+def format_question(question: str, options: list[str]) -> str:
+    lines = [question.strip()] + [f"({LETTERS[i]}) {opt.strip()}" for i, opt in enumerate(options)]
+    return "\n".join(lines)
+
+
+def _majority(values: list[bool]) -> bool:
+    return sum(values) * 2 > len(values)
+
+
+def _release_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
+    questions = record["questions"]
+    if not isinstance(questions, list):
+        raise fail("expected a list", "questions")
+    out = []
+    for i, q in enumerate(questions):
+        if not isinstance(q, dict):
+            raise fail(f"question {i} is not an object", "questions")
+        options = q.get("options")
+        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
+            raise fail(f"question {i}: expected a list of option strings", "questions.options")
+        gold = q.get("gold_label")
+        out.append({
+            "id": str(q.get("question_unique_id") or f"{record.get('set_unique_id', '')}_{i}"),
+            "question": q.get("question") or "",
+            "options": options,
+            "gold": gold,
+            "hard": bool(q.get("difficult", 0)),
+        })
+    return out
+
+
+def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
+    numbers = sorted(int(m.group(1)) for key in record for m in [re.fullmatch(r"question(\d+)", key)] if m)
+    base = str(record.get("unique_id") or record.get("article_id"))
+    out = []
+    for n in numbers:
+        options = []
+        m = 1
+        while f"question{n}option{m}" in record:
+            options.append(record[f"question{n}option{m}"])
+            m += 1
+        if len(options) < 2 or not all(isinstance(o, str) for o in options):
+            raise fail(f"question {n}: expected option strings question{n}option1..", f"question{n}option1")
+        gold = record.get(f"question{n}_gold_label")
+        timed = record.get(f"question{n}_annotator_speed_answers") or []
+        untimed = record.get(f"question{n}_annotator_answers") or []
+        hard = bool(timed) and gold is not None and _majority([a != gold for a in timed]) and (
+            not untimed or _majority([a == gold for a in untimed])
+        )
+        out.append({"id": f"{base}_q{n}", "question": record[f"question{n}"] or "", "options": options,
+                    "gold": gold, "hard": hard})
+    return out
+
+
+def load_quality(
+    path: str | Path,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+    name: str = "quality",
+    split: str | None = None,
+    options_in_question: bool = True,
+    hard_only: bool = False,
+) -> list[Example]:
+    """QuALITY questions as Examples (see the module docstring). ``tokenizer``: chunk-size counting,
+    ``None`` for whitespace words, ``offline:smollm2`` or a tokenizer id/path."""
+    from hydra.utils import to_absolute_path
+
+    path = Path(to_absolute_path(str(path)))
+    if not path.is_file():
+        raise FileNotFoundError(f"QuALITY file not found: {path}")
+    count = resolve_token_counter(tokenizer, models_dir).count
+    split = split or split_from_filename(path)
+    examples: list[Example] = []
+    seen: dict[str, dict[str, Any]] = {}
+    unlabeled = repeated = 0
+    chunk_cache: dict[str, tuple[Document, ...]] = {}
+    for index, line in enumerate(l for l in path.read_text(encoding="utf-8-sig").splitlines() if l.strip()):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(path, f"invalid JSON: {exc.msg}", index=index) from exc
+        if not isinstance(record, dict):
+            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", index=index)
+        record_id = str(record.get("set_unique_id") or record.get("unique_id") or record.get("article_id") or "") or None
+
+        def fail(message: str, field: str) -> DatasetFormatError:
+            return DatasetFormatError(path, message, index, record_id, field)
+
+        article = record.get("article")
+        if isinstance(article, list) and all(isinstance(x, str) for x in article):
+            article = "".join(article)
+        if not isinstance(article, str) or not article.strip():
+            raise fail("missing or empty article", "article")
+        questions = _release_questions(record, fail) if "questions" in record else _prerelease_questions(record, fail)
+        if not questions:
+            raise fail("record holds no questions (neither 'questions' nor 'questionN' fields)", "questions")
+
+        article_id = str(record.get("article_id") or record_id)
+        if article not in chunk_cache:
+            paragraphs = html_paragraphs(article)
+            if not paragraphs:
+                raise fail("article has no text after HTML stripping", "article")
+            chunks = chunk_paragraphs(paragraphs, chunk_tokens, count)
+            chunk_cache[article] = tuple(
+                Document(doc_id=f"{article_id}::chunk{i:03d}", title="", sentences=c.sentences)
+                for i, c in enumerate(chunks)
+            )
+        documents = chunk_cache[article]
+
+        for q in questions:
+            if q["gold"] is None:
+                unlabeled += 1
+                continue
+            gold = q["gold"]
+            if isinstance(gold, bool) or not isinstance(gold, int) or not 1 <= gold <= len(q["options"]):
+                raise fail(f"question {q['id']!r}: gold_label {gold!r} is not 1..{len(q['options'])}", "gold_label")
+            if not q["question"].strip():
+                raise fail(f"question {q['id']!r} is empty", "question")
+            if q["id"] in seen:
+                # A file may repeat a record verbatim (the shared example file does): skip the copy;
+                # the same id with different content is an error.
+                if seen[q["id"]] != {**q, "article": article}:
+                    raise fail(f"duplicate question id {q['id']!r} with different content", "questions")
+                repeated += 1
+                continue
+            seen[q["id"]] = {**q, "article": article}
+            if hard_only and not q["hard"]:
+                continue
+            gold_index = gold - 1
+            examples.append(
+                Example(
+                    question_id=q["id"],
+                    question=format_question(q["question"], q["options"]) if options_in_question else q["question"].strip(),
+                    answers=(q["options"][gold_index].strip(), LETTERS[gold_index]),
+                    gold_doc_ids=(),
+                    documents=documents,
+                    hops=0,
+                    qtype="hard" if q["hard"] else "easy",
+                    split=split,
+                    dataset=name,
+                    metadata={
+                        "options": tuple(o.strip() for o in q["options"]),
+                        "gold_index": gold_index,
+                        "hard": q["hard"],
+                        "bare_question": q["question"].strip(),
+                        "article_id": article_id,
+                        "title": str(record.get("title") or ""),
+                    },
+                )
+            )
+    if repeated:
+        log.warning("%s: skipped %d repeated copies of questions already read", path, repeated)
+    if unlabeled:
+        log.warning("%s: skipped %d questions without gold_label (a test split?)", path, unlabeled)
+    if not examples:
+        raise DatasetFormatError(path, "no labelled questions found")
+    if sample_size is not None and sample_size < len(examples):
+        if sample_size < 1:
+            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
+        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
+        examples = [examples[i] for i in chosen]
+    return examples

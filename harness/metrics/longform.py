@@ -1,0 +1,235 @@
+"""Answer metrics of the long-document benchmarks: QASPER, QuALITY and NarrativeQA.
+
+- QASPER: the official evaluator's answer F1: SQuAD normalisation, token F1 against each annotator's
+  reference, the maximum over annotators; the per-type breakdown files a question under the type of
+  the reference that gave the maximum (the first such reference on ties), as the evaluator does.
+  Types are named extractive / abstractive / yes_no / unanswerable (the evaluator's extractive /
+  abstractive / boolean / none).
+- QuALITY: multiple-choice accuracy on the full set and the hard subset; a free-text reader answer
+  is mapped to an option first (an explicit letter, else the option with the highest token F1).
+- NarrativeQA: BLEU-1 and BLEU-4 (nltk), ROUGE-L (rouge-score) and METEOR (nltk). METEOR's synonym
+  stage needs the WordNet corpus, which nltk downloads from the network: where it is not installed
+  METEOR is reported unavailable (NaN with ``meteor_available = False``), never approximated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from harness.metrics.answers import normalize_answer
+from harness.types import Example
+
+QASPER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
+
+# ---------------------------------------------------------------------------------------------- QASPER
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """The QASPER evaluator's token F1 (no special case for yes/no: "Yes" vs "yes" is 1.0)."""
+    pred = normalize_answer(prediction).split()
+    ref = normalize_answer(reference).split()
+    same = sum((Counter(pred) & Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _qasper_references(example: Example) -> list[tuple[str, str]]:
+    types = example.metadata.get("answer_types")
+    if types is None or len(types) != len(example.answers):
+        raise ValueError(
+            f"question {example.question_id!r}: metadata['answer_types'] must align with its "
+            f"{len(example.answers)} answers (load it with harness.data.qasper)"
+        )
+    return list(zip(example.answers, types))
+
+
+def qasper_answer_f1(prediction: str, example: Example) -> tuple[float, str]:
+    """(max F1 over the annotators' references, type of the reference that gave it)."""
+    scored = [(token_f1(prediction, ref), kind) for ref, kind in _qasper_references(example)]
+    best = max(score for score, _ in scored)
+    return best, next(kind for score, kind in scored if score == best)
+
+
+def qasper_scores(predictions: Sequence[str], examples: Sequence[Example]) -> dict[str, object]:
+    """Mean answer F1 overall and by answer type, with the question counts."""
+    if len(predictions) != len(examples):
+        raise ValueError(f"{len(predictions)} predictions for {len(examples)} questions")
+    overall: list[float] = []
+    by_type: dict[str, list[float]] = {t: [] for t in QASPER_TYPES}
+    for prediction, example in zip(predictions, examples):
+        score, kind = qasper_answer_f1(prediction, example)
+        overall.append(score)
+        by_type.setdefault(kind, []).append(score)
+    return {
+        "answer_f1": _mean(overall),
+        "answer_f1_by_type": {t: _mean(v) for t, v in by_type.items()},
+        "n": len(overall),
+        "n_by_type": {t: len(v) for t, v in by_type.items()},
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else math.nan
+
+
+# --------------------------------------------------------------------------------------------- QuALITY
+
+_LETTER_ALONE = re.compile(r"^\W*([A-J])\W*$")
+_LETTER_MARKED = re.compile(r"^\s*(?:\(([A-J])\)|([A-J])[.):])")
+_LETTER_STATED = re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-J])\)?(?![\w'])", re.I)
+
+
+def map_to_option(answer: str, options: Sequence[str]) -> int | None:
+    """The 0-based option a reader's answer picks, or None when it picks none.
+
+    In order: a lone letter ("B", "(B)", "B."); a marked letter opening the answer ("(B) ...",
+    "B) ...", "B. ..."; a bare "A " is not read as a letter: it is usually the article); a stated
+    letter ("the answer is B", "Option: C"); else the option with the highest token F1 to the answer
+    (the first on ties), None when no option shares a token with it.
+    """
+    letters = "ABCDEFGHIJ"[: len(options)]
+    text = (answer or "").strip()
+    for pattern in (_LETTER_ALONE, _LETTER_MARKED):
+        match = pattern.match(text)
+        if match:
+            letter = next(g for g in match.groups() if g)
+            if letter in letters:
+                return letters.index(letter)
+    match = _LETTER_STATED.search(text)
+    if match and match.group(1).upper() in letters:
+        return letters.index(match.group(1).upper())
+    scores = [token_f1(text, option) for option in options]
+    best = max(scores, default=0.0)
+    return scores.index(best) if best > 0 else None
+
+
+def quality_accuracy(predictions: Sequence[str], examples: Sequence[Example]) -> dict[str, float | int]:
+    """Accuracy on all questions and on the hard subset (``metadata['hard']``); an answer mapped to
+    no option counts as wrong."""
+    if len(predictions) != len(examples):
+        raise ValueError(f"{len(predictions)} predictions for {len(examples)} questions")
+    correct, correct_hard, unmapped = [], [], 0
+    for prediction, example in zip(predictions, examples):
+        options, gold = example.metadata.get("options"), example.metadata.get("gold_index")
+        if options is None or gold is None:
+            raise ValueError(f"question {example.question_id!r} has no options/gold_index (load it with harness.data.quality)")
+        choice = map_to_option(prediction, options)
+        unmapped += choice is None
+        hit = float(choice == gold)
+        correct.append(hit)
+        if example.metadata.get("hard"):
+            correct_hard.append(hit)
+    return {
+        "accuracy": _mean(correct),
+        "accuracy_hard": _mean(correct_hard),
+        "n": len(correct),
+        "n_hard": len(correct_hard),
+        "unmapped": unmapped,
+    }
+
+
+# ----------------------------------------------------------------------------------------- NarrativeQA
+
+
+def answer_words(text: str) -> list[str]:
+    """Lower-cased word tokens (punctuation dropped) for BLEU and METEOR."""
+    return re.findall(r"\w+", (text or "").lower())
+
+
+def bleu(prediction: str, references: Sequence[str], n: int) -> float:
+    """Sentence BLEU-n (uniform weights over 1..n-grams, brevity penalty) against all references.
+
+    nltk's smoothing method 1 (Chen & Cherry, 2014) keeps a short answer with no matching 4-gram
+    from scoring exactly 0 on BLEU-4; it does not change BLEU-1.
+    """
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    hypothesis = answer_words(prediction)
+    refs = [answer_words(r) for r in references if answer_words(r)]
+    if not hypothesis or not refs:
+        return 0.0
+    weights = tuple([1.0 / n] * n)
+    return float(sentence_bleu(refs, hypothesis, weights=weights, smoothing_function=SmoothingFunction().method1))
+
+
+def corpus_bleu_score(predictions: Sequence[str], references: Sequence[Sequence[str]], n: int) -> float:
+    """Corpus BLEU-n (n-gram counts pooled over questions before the geometric mean)."""
+    from nltk.translate.bleu_score import corpus_bleu
+
+    hyps = [answer_words(p) for p in predictions]
+    refs = [[answer_words(r) for r in rs] for rs in references]
+    if not any(hyps):
+        return 0.0
+    return float(corpus_bleu(refs, hyps, weights=tuple([1.0 / n] * n)))
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+
+def rouge_l(prediction: str, references: Sequence[str]) -> float:
+    """ROUGE-L F-measure, the maximum over the references."""
+    scorer = _rouge_scorer()
+    return max((scorer.score(r, prediction)["rougeL"].fmeasure for r in references), default=0.0)
+
+
+def meteor_status() -> tuple[bool, str]:
+    """(available, reason): METEOR needs nltk's WordNet corpus, which only a download installs."""
+    try:
+        from nltk.corpus import wordnet
+
+        wordnet.ensure_loaded()
+    except LookupError:
+        return False, "nltk WordNet corpus not installed (python -m nltk.downloader wordnet needs the network)"
+    except Exception as exc:  # a broken or partial corpus
+        return False, f"nltk WordNet corpus unusable: {type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def meteor(prediction: str, references: Sequence[str]) -> float:
+    """nltk METEOR (with WordNet synonyms), the best over references; NaN when WordNet is missing."""
+    available, _ = meteor_status()
+    if not available:
+        return math.nan
+    from nltk.translate.meteor_score import meteor_score
+
+    hypothesis = answer_words(prediction)
+    refs = [answer_words(r) for r in references]
+    if not hypothesis:
+        return 0.0
+    return float(meteor_score(refs, hypothesis))
+
+
+def narrativeqa_question_scores(prediction: str, references: Sequence[str]) -> dict[str, float]:
+    """Per-question BLEU-1, BLEU-4 (sentence level), ROUGE-L and METEOR (NaN when unavailable)."""
+    return {
+        "bleu1": bleu(prediction, references, 1),
+        "bleu4": bleu(prediction, references, 4),
+        "rougeL": rouge_l(prediction, references),
+        "meteor": meteor(prediction, references),
+    }
+
+
+def narrativeqa_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, object]:
+    """Corpus BLEU-1 / BLEU-4, mean ROUGE-L and mean METEOR, with METEOR's availability stated."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} questions")
+    available, reason = meteor_status()
+    return {
+        "bleu1": corpus_bleu_score(predictions, references, 1),
+        "bleu4": corpus_bleu_score(predictions, references, 4),
+        "rougeL": _mean([rouge_l(p, r) for p, r in zip(predictions, references)]),
+        "meteor": _mean([meteor(p, r) for p, r in zip(predictions, references)]) if available else math.nan,
+        "meteor_available": available,
+        "meteor_unavailable_reason": reason,
+        "n": len(predictions),
+    }

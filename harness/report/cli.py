@@ -1,0 +1,135 @@
+"""``python -m harness.report``: tables, CSVs and plots over the result rows of one or many runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.report.load import REPORT_DIR, annotate, load_runs, short_name
+from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
+from harness.report.tables import Options, Report, build_report, print_tables, render_markdown
+
+log = logging.getLogger("harness.report")
+
+DESCRIPTION = """\
+Analyse the result rows (rows.parquet) of one run directory, a sweep directory (Hydra multirun: numbered
+job directories; failed jobs are skipped with a warning) or several of either. Writes report.md, one CSV
+per table and PNG plots, and prints the tables.
+
+Sections appear when the rows hold what they need: the policy table; diagnostic validity; incremental
+validity of answer-in-context over recall@k; the retrieval-perfect subset; paired contrasts against a
+baseline (Holm-adjusted) and their per-question decomposition; oracle headroom; the diversity study
+(operating points tuned on a validation split, S-Recall on test, per perturbation level).
+"""
+
+EPILOG = """\
+examples:
+  python -m harness.report outputs/multirun/2026-11-29/14-00-00
+  python -m harness.report outputs/runs/2026-11-29/09-12-00 outputs/runs/2026-11-29/10-40-13 --out report/
+  python -m harness.report SWEEP --metric em --baseline packer=packed --resamples 2000
+"""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness.report", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or sweep directories (searched for rows.parquet)")
+    parser.add_argument("--out", metavar="DIR", type=Path,
+                        help="where to write the report (default: DIR/report for one directory, else "
+                             "report/ in the directories' common parent)")
+    parser.add_argument("--metric", default="f1",
+                        help="reader score for contrasts, oracle headroom, incremental validity (default: f1)")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="baseline policy of the paired contrasts: a component value (packed, knn, ...) or "
+                             "COLUMN=VALUE (default: packed, else knn, when present)")
+    parser.add_argument("--reference", default="knn", metavar="NAME",
+                        help="the diversity study's reference diversifier (default: knn)")
+    parser.add_argument("--resamples", type=_positive_int, default=10000, metavar="N",
+                        help="bootstrap resamples for intervals and contrasts (default: 10000)")
+    parser.add_argument("--study-resamples", type=_positive_int, default=1999, metavar="N",
+                        help="bootstrap resamples of the diversity study's contrasts (default: 1999)")
+    parser.add_argument("--confidence", type=_fraction, default=0.95, help="interval level (default: 0.95)")
+    parser.add_argument("--val-fraction", type=_fraction, default=0.2,
+                        help="share of questions used to tune the diversity study's operating points (default: 0.2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every resampling and of the split (default: 0)")
+    parser.add_argument("--no-plots", action="store_true", help="write tables only")
+    parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+    return parser
+
+
+def default_out_dir(dirs: Sequence[str]) -> Path:
+    if len(dirs) == 1:
+        return Path(dirs[0]) / REPORT_DIR
+    common = Path(os.path.commonpath([str(Path(d).resolve()) for d in dirs]))
+    if common == Path(common.anchor):
+        raise SystemExit("the directories share no parent below the filesystem root; give --out")
+    return common / REPORT_DIR
+
+
+def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Options, plots: bool) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in report.tables:
+        path = out_dir / f"{table.name}.csv"
+        table.data.to_csv(path, index=False)
+        written.append(path)
+    images: list[Path] = []
+    if plots:
+        layout = report.layout
+        images += plot_budget_curves(report.policy_data, layout, out_dir)
+        images += plot_reader_ladder(report.contrast_data, layout, options.metric, out_dir)
+        for i, result in enumerate(report.studies):
+            images += plot_diversity(result, out_dir, index=i)
+    written += images
+    preamble = [
+        f"Inputs: {', '.join(f'`{d}`' for d in dirs)}.",
+        f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
+        f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
+        f"{options.n_resamples} bootstrap resamples; seed {options.seed}.",
+    ]
+    markdown = render_markdown(report, "Evaluation report", preamble, [p.name for p in images])
+    path = out_dir / "report.md"
+    path.write_text(markdown, encoding="utf-8")
+    written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    options = Options(metric=args.metric, baseline=args.baseline, n_resamples=args.resamples,
+                      study_resamples=args.study_resamples, confidence=args.confidence, seed=args.seed,
+                      val_fraction=args.val_fraction, reference=args.reference)
+    try:
+        rows, infos = load_runs(args.dirs)
+        rows, layout = annotate(rows)
+        report = build_report(rows, layout, infos, options)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out_dir = args.out or default_out_dir(args.dirs)
+    written = write_report(report, out_dir, args.dirs, options, plots=not args.no_plots)
+    if not args.quiet:
+        from rich.console import Console
+
+        print_tables(report, Console())
+    log.info("%d files written to %s", len(written), out_dir)
+    return 0

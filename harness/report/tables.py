@@ -1,0 +1,713 @@
+"""The report's sections as tables: each a numeric frame (written as CSV) and a formatted one (markdown and
+terminal). A section whose columns or variation are absent from the rows yields no table.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.report.load import (
+    COMPONENT_COLUMNS,
+    Layout,
+    RunInfo,
+    format_value,
+    policy_components,
+    policy_label,
+    short_name,
+    varies,
+)
+from harness.stats.analyses import (
+    clustered_mean_ci,
+    diagnostic_correlations,
+    gain_decomposition,
+    holm_adjust,
+    incremental_validity,
+    oracle_headroom,
+    paired_contrast,
+)
+from harness.stats.protocol import DiversityStudy, diversity_study, format_parameter, operating_points
+
+log = logging.getLogger(__name__)
+
+POLICY_METRICS = ("f1", "em", "answer_in_context", "answer_in_context_graded", "gold_doc_coverage",
+                  "all_gold_in_reader", "context_tokens")
+DIAGNOSTICS = ("answer_in_context", "answer_in_context_graded", "gold_doc_coverage", "all_gold_in_reader",
+               "gold_token_density", "recall_at_k", "all_gold_at_k")
+HEADINGS = {
+    "f1": "F1", "em": "EM", "answer_in_context": "answer in ctx", "answer_in_context_graded": "graded",
+    "gold_doc_coverage": "gold cov.", "all_gold_in_reader": "all gold", "context_tokens": "ctx tokens",
+    "gold_token_density": "gold density", "recall_at_k": "recall@k", "all_gold_at_k": "all gold@k",
+    "s_recall": "S-Recall",
+}
+DEFAULT_BASELINES = ("packed", "knn")
+# Perturbation strength columns, in the order they are looked for.
+LEVEL_COLUMNS = ("cfg.perturb.rho", "cfg.perturb.overlap")
+# Columns that change what a diversifier is given to select from; the study is run per value of these.
+SELECTION_COLUMNS = ("dataset", "retriever", "tree", "k")
+SELECTION_CFG_PREFIXES = ("cfg.retriever.", "cfg.tree.", "cfg.dataset.")
+
+
+@dataclass(frozen=True)
+class Options:
+    metric: str = "f1"
+    baseline: str | None = None
+    n_resamples: int = 10000
+    study_resamples: int = 1999
+    confidence: float = 0.95
+    seed: int = 0
+    val_fraction: float = 0.2
+    reference: str = "knn"
+
+
+@dataclass
+class ReportTable:
+    name: str               # file stem of the CSV
+    title: str
+    data: pd.DataFrame      # numbers, written as CSV
+    display: pd.DataFrame   # formatted strings, for markdown and the terminal
+    note: str = ""
+
+
+@dataclass
+class StudyResult:
+    label: str              # which stratum / perturbation family
+    level_name: str         # e.g. 'rho'
+    study: DiversityStudy
+
+
+@dataclass
+class Report:
+    tables: list[ReportTable] = field(default_factory=list)
+    policy_data: pd.DataFrame | None = None
+    contrast_data: pd.DataFrame | None = None
+    studies: list[StudyResult] = field(default_factory=list)
+    layout: Layout | None = None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# formatting
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else ""
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        if abs(value) >= 1000:
+            return f"{value:.0f}"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_ci(mean: float, low: float, high: float, digits: int = 3) -> str:
+    if isinstance(mean, float) and math.isnan(mean):
+        return "–"
+    if math.isnan(low) or math.isnan(high):
+        return fmt(mean, digits)
+    if abs(mean) >= 100:
+        return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def fmt_p(p: float) -> str:
+    if isinstance(p, float) and math.isnan(p):
+        return "–"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def heading(column: str) -> str:
+    return HEADINGS.get(column, short_name(column))
+
+
+def _ci_columns(prefix: str, values: tuple[float, float, float]) -> dict[str, float]:
+    mean, low, high = values
+    return {prefix: mean, f"{prefix}_ci_low": low, f"{prefix}_ci_high": high}
+
+
+def _numeric(rows: pd.DataFrame, column: str) -> bool:
+    return column in rows.columns and pd.api.types.is_numeric_dtype(rows[column]) and rows[column].notna().any()
+
+
+def _groups(rows: pd.DataFrame, keys: Sequence[str]):
+    """groupby over keys (possibly none), yielding (dict of key values, group)."""
+    keys = list(keys)
+    if not keys:
+        yield {}, rows
+        return
+    for values, group in rows.groupby(keys, sort=True, observed=True, dropna=False):
+        values = values if isinstance(values, tuple) else (values,)
+        yield dict(zip(keys, values)), group
+
+
+def _display_keys(keys: dict) -> dict[str, str]:
+    return {short_name(k): format_value(v) for k, v in keys.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 0. inputs
+
+
+def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
+    records = []
+    for info in infos:
+        mine = rows[rows["run_dir"] == str(info.path)]
+        policies = ", ".join(str(p) for p in mine["policy"].unique()) if len(mine) else "–"
+        records.append({"run_dir": str(info.path), "rows": info.n_rows, "questions": int(mine["qkey"].nunique()),
+                        "policy": policies, "summary_json": info.summary is not None})
+    data = pd.DataFrame(records)
+    display = data.assign(rows=data["rows"].map(fmt), questions=data["questions"].map(fmt),
+                          summary_json=data["summary_json"].map(lambda v: "yes" if v else "missing"))
+    return ReportTable("runs", "Runs loaded", data, display)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 1. policy table
+
+
+def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
+    metrics = [m for m in POLICY_METRICS if _numeric(rows, m)]
+    if not metrics:
+        return None
+    components = policy_components(rows, layout)
+    records, shown = [], []
+    for keys, group in _groups(rows, [*layout.settings, "policy"]):
+        summary = clustered_mean_ci(group, metrics, "qkey", options.n_resamples, options.confidence, options.seed)
+        record = {**keys, **components.loc[keys["policy"]].to_dict(),
+                  "n_questions": int(group["qkey"].nunique()),
+                  "n_seeds": int(group["seed"].nunique()) if "seed" in group else 1, "n_rows": len(group)}
+        for metric in metrics:
+            record.update(_ci_columns(metric, summary[metric]))
+        records.append(record)
+        label_columns = list(layout.policy) or ["policy"]
+        shown.append({**_display_keys({k: keys[k] for k in layout.settings}),
+                      **{short_name(c): format_value(record[c]) for c in label_columns},
+                      "n": fmt(record["n_questions"]),
+                      **{heading(m): fmt_ci(*summary[m], digits=1 if m == "context_tokens" else 3) for m in metrics}})
+    data = pd.DataFrame(records)
+    data["policy"] = data["policy"].astype(str)
+    note = (f"Means pooled over seeds; {options.confidence:.0%} percentile intervals from a bootstrap that "
+            f"resamples questions ({options.n_resamples} resamples). n = questions.")
+    return ReportTable("policy_table", "Policies by budget", data, pd.DataFrame(shown), note)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. diagnostic validity
+
+
+def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]:
+    outcomes = [o for o in ("f1", "em") if _numeric(rows, o)]
+    diagnostics = [d for d in DIAGNOSTICS if _numeric(rows, d) and varies(rows[d].dropna())]
+    if not outcomes or not diagnostics:
+        return []
+    long = diagnostic_correlations(rows, diagnostics, outcomes)
+    wide = long.pivot(index="diagnostic", columns="outcome", values=["pearson", "spearman"])
+    wide.columns = [f"{stat}_{outcome}" for stat, outcome in wide.columns]
+    wide = wide.reindex(diagnostics).reset_index()
+    wide["n"] = long.groupby("diagnostic")["n"].min().reindex(diagnostics).to_numpy()
+    display = pd.DataFrame({"diagnostic": wide["diagnostic"].map(heading)})
+    for outcome in outcomes:
+        display[f"Pearson {heading(outcome)}"] = wide[f"pearson_{outcome}"].map(fmt)
+        display[f"Spearman {heading(outcome)}"] = wide[f"spearman_{outcome}"].map(fmt)
+    display["n"] = wide["n"].map(fmt)
+    tables = [ReportTable("diagnostic_validity", "Diagnostic validity: correlation with reader scores", wide,
+                          display, "Pooled over policy x question x seed rows.")]
+
+    if _numeric(rows, "answer_in_context") and rows["answer_in_context"].dropna().isin([0, 1]).all():
+        records, shown = [], []
+        for flag in (1.0, 0.0):
+            subset = rows[rows["answer_in_context"] == flag]
+            summary = clustered_mean_ci(subset, outcomes, "qkey", options.n_resamples, options.confidence,
+                                        options.seed)
+            record = {"answer_in_context": int(flag), "n_rows": len(subset),
+                      "share_of_rows": len(subset) / rows["answer_in_context"].notna().sum()}
+            for outcome in outcomes:
+                record.update(_ci_columns(outcome, summary[outcome]))
+            records.append(record)
+            shown.append({"answer in context": "yes" if flag else "no", "rows": fmt(len(subset)),
+                          "share": fmt(record["share_of_rows"]),
+                          **{f"mean {heading(o)}": fmt_ci(*summary[o]) for o in outcomes}})
+        tables.append(ReportTable("score_by_answer_in_context", "Reader scores when the answer is / is not in "
+                                  "the context", pd.DataFrame(records), pd.DataFrame(shown),
+                                  "Intervals resample questions."))
+    return tables
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. incremental validity
+
+
+def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTable | None:
+    needed = (options.metric, "recall_at_k", "answer_in_context")
+    if not all(_numeric(rows, c) for c in needed):
+        return None
+    complete = rows.dropna(subset=list(needed))
+    if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
+        return None
+    result = incremental_validity(rows, outcome=options.metric, base="recall_at_k", added="answer_in_context",
+                                  cluster="qkey", n_resamples=options.n_resamples,
+                                  confidence=options.confidence, seed=options.seed)
+    m = heading(options.metric)
+    shown = [
+        (f"R² ({m} ~ recall@k)", fmt(result["r2_base"])),
+        (f"R² ({m} ~ recall@k + answer in ctx)", fmt(result["r2_full"])),
+        ("ΔR² [CI]", fmt_ci(result["delta_r2"], result["delta_r2_ci_low"], result["delta_r2_ci_high"])),
+        ("ΔR² bootstrap p", fmt_p(result["delta_r2_p_value"])),
+        ("std. β recall@k [CI]", fmt_ci(result["beta_base"], result["beta_base_ci_low"], result["beta_base_ci_high"])),
+        ("std. β answer in ctx [CI]",
+         fmt_ci(result["beta_added"], result["beta_added_ci_low"], result["beta_added_ci_high"])),
+        (f"partial corr(answer in ctx, {m} | recall@k) [CI]",
+         fmt_ci(result["partial_corr"], result["partial_corr_ci_low"], result["partial_corr_ci_high"])),
+        ("corr(answer in ctx, recall@k)", fmt(result["corr_added_base"])),
+        ("rows / questions", f"{result['n_rows']} / {result['n_clusters']}"),
+    ]
+    note = ("OLS (statsmodels). ΔR² and partial-correlation intervals: question-clustered bootstrap "
+            f"({result['n_resamples_used']} usable resamples); β intervals: question-clustered robust errors.")
+    return ReportTable("incremental_validity", f"Incremental validity of answer-in-context over recall@k ({m})",
+                       pd.DataFrame([{"outcome": options.metric, **result}]),
+                       pd.DataFrame(shown, columns=["quantity", "value"]), note)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 4. retrieval-perfect subset
+
+
+def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
+    if not (_numeric(rows, "all_gold_at_k") and _numeric(rows, "answer_in_context")):
+        return None
+    perfect = rows[(rows["all_gold_at_k"] == 1) & rows["answer_in_context"].notna()]
+    if perfect.empty:
+        return None
+    outcomes = [o for o in ("f1", "em") if _numeric(rows, o)]
+    perfect = perfect.assign(dropped=(perfect["answer_in_context"] == 0).astype(float))
+    records, shown = [], []
+    groups = [({"policy": "all policies"}, perfect)]
+    several = perfect["policy"].nunique() > 1 or any(perfect[k].nunique() > 1 for k in layout.settings)
+    if several:
+        groups += list(_groups(perfect, [*layout.settings, "policy"]))
+    for keys, group in groups:
+        dropped = clustered_mean_ci(group, ["dropped"], "qkey", options.n_resamples, options.confidence,
+                                    options.seed)["dropped"]
+        record = {**{k: keys.get(k, "") for k in layout.settings}, "policy": str(keys["policy"]),
+                  "n_rows": len(group), **_ci_columns("share_dropped", dropped)}
+        row_shown = {**{short_name(k): format_value(keys[k]) if k in keys else "all" for k in layout.settings},
+                     "policy": str(keys["policy"]), "rows": fmt(len(group)), "answer dropped": fmt_ci(*dropped)}
+        for outcome in outcomes:
+            for flag, name in ((1.0, "in"), (0.0, "dropped")):
+                subset = group[group["answer_in_context"] == flag]
+                values = clustered_mean_ci(subset, [outcome], "qkey", options.n_resamples, options.confidence,
+                                           options.seed)[outcome]
+                record.update(_ci_columns(f"{outcome}_answer_{name}", values))
+                row_shown[f"{heading(outcome)} | answer {name}"] = fmt_ci(*values)
+        records.append(record)
+        shown.append(row_shown)
+    note = ("Rows whose retrieval found every gold document (all-gold@k = 1); 'answer dropped' is the share "
+            "whose packed context lost the answer string.")
+    return ReportTable("retrieval_perfect", "Retrieval-perfect subset", pd.DataFrame(records),
+                       pd.DataFrame(shown), note)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. paired contrasts
+
+
+def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -> tuple[str, Any] | None:
+    """(column, value) of the baseline. ``NAME`` is looked up in the varying component columns (first match
+    in component order); ``COLUMN=NAME`` names the column. With no name, the first default present."""
+    components = [c for c in layout.policy if c in COMPONENT_COLUMNS or c.startswith("cfg.")]
+    if baseline is None:
+        for name in DEFAULT_BASELINES:
+            found = resolve_baseline(rows, layout, name) if any(
+                name in set(rows[c].map(format_value)) for c in components) else None
+            if found:
+                return found
+        return None
+    if "=" in baseline:
+        column, value = baseline.split("=", 1)
+        column = column if column in rows.columns else f"cfg.{column}"
+        if column not in layout.policy:
+            raise ValueError(f"--baseline {baseline!r}: {column!r} is not a varying policy column "
+                             f"(varying: {[short_name(c) for c in layout.policy]})")
+        candidates = [column]
+    else:
+        value = baseline
+        candidates = [c for c in components if baseline in set(rows[c].map(format_value))]
+        if not candidates:
+            values = {short_name(c): sorted(set(rows[c].map(format_value))) for c in components}
+            raise ValueError(f"--baseline {baseline!r} is not a value of any varying policy column {values}")
+        if len(candidates) > 1:
+            log.warning("baseline %r is a value of %s; using %s (write COLUMN=%s to choose)",
+                        baseline, candidates, candidates[0], baseline)
+    column = candidates[0]
+    matches = rows[column].map(format_value) == value
+    if not matches.any():
+        raise ValueError(f"--baseline {baseline!r}: no rows have {short_name(column)}={value}")
+    return column, rows.loc[matches, column].iloc[0]
+
+
+def baseline_partners(components: pd.DataFrame, column: str, value: Any) -> dict[str, list[str]]:
+    """For each non-baseline policy, the baseline policies equal to it in every other policy column.
+
+    The baseline's own hyper-parameters (``cfg.<column>.*``) are not matched: kNN has no lambda_.
+    """
+    own = f"cfg.{column}."
+    matched = [c for c in components.columns if c != column and not c.startswith(own)]
+    keys = components[matched].map(format_value).apply(tuple, axis=1) if matched else pd.Series(
+        [()] * len(components), index=components.index)
+    is_base = components[column].map(format_value) == format_value(value)
+    partners = {}
+    for policy in components.index[~is_base]:
+        partners[policy] = [b for b in components.index[is_base] if keys[b] == keys[policy]]
+    return partners
+
+
+def contrast_tables(
+    rows: pd.DataFrame, layout: Layout, options: Options, resolved: tuple[str, Any] | None = None
+) -> tuple[list[ReportTable], pd.DataFrame | None]:
+    """Paired contrasts against the baseline (``resolved``: its (column, value), else from the options)."""
+    metric = options.metric
+    if not _numeric(rows, metric) or not layout.policy:
+        return [], None
+    resolved = resolved or resolve_baseline(rows, layout, options.baseline)
+    if resolved is None:
+        return [], None
+    column, value = resolved
+    components = policy_components(rows, layout)
+    partners = baseline_partners(components, column, value)
+    with_flag = _numeric(rows, "answer_in_context")
+    records, decompositions = [], []
+    for keys, group in _groups(rows, layout.settings):
+        by_policy = {p: g for p, g in group.groupby("policy", observed=True)}
+        for policy, bases in partners.items():
+            for base in bases:
+                if policy not in by_policy or base not in by_policy:
+                    continue
+                result = paired_contrast(by_policy[policy], by_policy[base], metric, question="qkey",
+                                         n_resamples=options.n_resamples, confidence=options.confidence,
+                                         seed=options.seed)
+                if result["n"] == 0:
+                    continue
+                record = {**keys, "policy": str(policy), "baseline": str(base),
+                          **{f"policy.{c}": components.loc[policy, c] for c in components.columns}, **result}
+                records.append(record)
+                if with_flag:
+                    decompositions.append({**keys, "policy": str(policy), "baseline": str(base),
+                                           **gain_decomposition(by_policy[policy], by_policy[base], metric,
+                                                                "answer_in_context", question="qkey")})
+    if not records:
+        return [], None
+    data = pd.DataFrame(records)
+    data["p_holm"] = holm_adjust(data["p_value"].to_numpy(float))
+    m = heading(metric)
+    display = pd.DataFrame({
+        **{short_name(k): data[k].map(format_value) for k in layout.settings},
+        "policy": data["policy"], "baseline": data["baseline"],
+        f"{m} policy": data["mean_a"].map(fmt), f"{m} baseline": data["mean_b"].map(fmt),
+        f"Δ{m} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high) for r in data.itertuples()],
+        "p": data["p_value"].map(fmt_p), "p (Holm)": data["p_holm"].map(fmt_p), "n": data["n"].map(fmt),
+    })
+    note = (f"Baseline {short_name(column)}={format_value(value)}. Pairs matched on question and seed, averaged "
+            f"over seeds within a question; paired bootstrap over questions ({options.n_resamples} resamples, "
+            f"{options.confidence:.0%} percentile interval); Holm adjustment over all {len(data)} contrasts.")
+    tables = [ReportTable("contrasts", f"Paired contrasts against the baseline ({m})", data, display, note)]
+    if decompositions:
+        dec = pd.DataFrame(decompositions)
+        dec_display = pd.DataFrame({
+            **{short_name(k): dec[k].map(format_value) for k in layout.settings},
+            "policy": dec["policy"], "baseline": dec["baseline"], f"Δ{m}": dec["mean_diff"].map(fmt),
+            "from answer entering (0→1)": dec["from_entered"].map(fmt),
+            "from answer leaving (1→0)": dec["from_left"].map(fmt),
+            "from others": dec["from_others"].map(fmt), "share entering": dec["share_entered"].map(fmt),
+            "pairs 0→1 / 1→0 / all": [f"{r.n_entered} / {r.n_left} / {r.n_pairs}" for r in dec.itertuples()],
+        })
+        tables.append(ReportTable("contrast_decomposition", f"Where each contrast's {m} gain comes from", dec,
+                                  dec_display, "Per (question, seed) pair by the answer-in-context transition "
+                                  "baseline → policy; the three parts sum to the contrast."))
+    return tables, data
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 6. oracle headroom
+
+
+def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
+    metric = options.metric
+    if not _numeric(rows, metric) or not layout.context:
+        return None
+    records, shown = [], []
+    for keys, group in _groups(rows, [*layout.settings, *layout.conditions]):
+        scores = group.groupby(["qkey", "policy"], observed=True)[metric].mean().unstack("policy")
+        if scores.shape[1] < 2 or scores.dropna().empty:
+            continue
+        result = oracle_headroom(scores, options.n_resamples, options.confidence, options.seed)
+        records.append({**keys, **result, "best_policy": str(result["best_policy"])})
+        shown.append({**_display_keys(keys), "policies": fmt(result["n_policies"]),
+                      "best single policy": str(result["best_policy"]),
+                      f"best {heading(metric)}": fmt(result["best_mean"]),
+                      f"oracle {heading(metric)}": fmt(result["oracle_mean"]),
+                      "headroom [CI]": fmt_ci(result["headroom"], result["ci_low"], result["ci_high"]),
+                      "questions improved": fmt(result["share_improved"]), "n": fmt(result["n"])})
+    if not records:
+        return None
+    note = ("Headroom only, not a method: the oracle picks each question's best policy after seeing its score. "
+            "Questions present under every policy; interval from a paired bootstrap over questions.")
+    return ReportTable("oracle_headroom", f"Oracle headroom over the best single policy ({heading(metric)})",
+                       pd.DataFrame(records), pd.DataFrame(shown), note)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 7. diversity study
+
+
+def _perturbation_families(rows: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(family label, level name, rows with a numeric ``level`` column) per perturbation family.
+
+    Unperturbed rows (perturb=none) join a family as its level 0 when the family has no level 0 itself.
+    """
+    level_columns = [c for c in LEVEL_COLUMNS if c in rows.columns and rows[c].notna().any()]
+    perturb = rows["perturb"].map(format_value) if "perturb" in rows.columns else pd.Series("none", index=rows.index)
+    clean = rows[perturb.isin(["none", "-"])]
+    families = []
+    for family in sorted(set(perturb) - {"none", "-"}):
+        members = rows[perturb == family]
+        column = next((c for c in level_columns if members[c].notna().any()), None)
+        if column is None:
+            families.append((family, "level", members.assign(level=0.0)))
+            continue
+        leveled = members.assign(level=pd.to_numeric(members[column], errors="coerce"))
+        if not clean.empty and not (leveled["level"] == 0).any():
+            leveled = pd.concat([clean.assign(level=0.0), leveled], ignore_index=True)
+        families.append((family, column.rsplit(".", 1)[-1], leveled))
+    if not families and not clean.empty:
+        families.append(("none", "level", clean.assign(level=0.0)))
+    return families
+
+
+def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
+    parameters = [c for c in layout.policy if c.startswith("cfg.diversifier.")]
+    scores = pd.DataFrame({
+        "method": rows["diversifier"].astype(str),
+        "point": operating_points(rows, "diversifier", parameters),
+        "level": rows["level"].astype(float),
+        "question": rows["qkey"],
+        "seed": rows["seed"] if "seed" in rows.columns else 0,
+        "value": rows["s_recall"].astype(float),
+        "pool_redundancy": rows["pool_redundancy"] if "pool_redundancy" in rows.columns else np.nan,
+        "rule_triggered": rows["rule_triggered"] if "rule_triggered" in rows.columns else np.nan,
+    })
+    # Selection happens before packing and reading: rows that differ only in budget, packer or reader
+    # repeat the same selection, so they collapse to one.
+    keys = ["method", "point", "level", "question", "seed"]
+    return scores.groupby(keys, as_index=False, sort=True)[["value", "pool_redundancy", "rule_triggered"]].mean()
+
+
+def _selection_strata(layout: Layout) -> list[str]:
+    return [c for c in (*layout.settings, *layout.policy)
+            if c in SELECTION_COLUMNS or c.startswith(SELECTION_CFG_PREFIXES)]
+
+
+def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tuple[list[ReportTable], list[StudyResult]]:
+    if not _numeric(rows, "s_recall") or "diversifier" not in rows.columns:
+        return [], []
+    if options.reference not in set(rows["diversifier"].astype(str)) or rows["diversifier"].nunique() < 2:
+        return [], []
+    studies: list[StudyResult] = []
+    for keys, stratum in _groups(rows, _selection_strata(layout)):
+        for family, level_name, family_rows in _perturbation_families(stratum):
+            scores = _study_scores(family_rows, layout)
+            if scores["question"].nunique() < 2 or scores["method"].nunique() < 2:
+                continue
+            label = ", ".join([*(f"{short_name(k)}={format_value(v)}" for k, v in keys.items()),
+                               *([f"perturb={family}"] if family != "none" else [])])
+            study = diversity_study(scores, reference=options.reference, val_fraction=options.val_fraction,
+                                    n_resamples=options.study_resamples, confidence=options.confidence,
+                                    seed=options.seed, redundancy_column="pool_redundancy",
+                                    trigger_column="rule_triggered")
+            studies.append(StudyResult(label, level_name, study))
+    if not studies:
+        return [], []
+    parts: dict[str, list[tuple[pd.DataFrame, pd.DataFrame]]] = {}
+    for result in studies:
+        for name, (data, display) in _study_tables(result).items():
+            prefix = {"study": result.label} if len(studies) > 1 and result.label else {}
+            parts.setdefault(name, []).append((data.assign(**prefix), display.assign(**prefix)))
+    titles = {
+        "diversity_operating_points": ("Diversity study: operating points tuned on validation S-Recall",
+                                       f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); "
+                                       "score = mean over levels of mean validation S-Recall; ✓ = chosen."),
+        "diversity_s_recall": ("Diversity study: test S-Recall per method and perturbation level",
+                               "Test questions only, each method at its tuned point; "
+                               f"{options.confidence:.0%} bootstrap intervals over queries."),
+        "diversity_oracles": ("Diversity study: per-query oracles (test)",
+                              "Oracle = each query's best operating point (per method) or best method and point "
+                              f"(all methods); 'improved' = share of queries where it beats {options.reference}."),
+        "diversity_robustness": ("Diversity study: misspecification downside and minimax regret (test)",
+                                 f"Downside = largest loss against {options.reference} over levels; regret = best "
+                                 "method at the level minus the method; ✓ = minimax-regret choice."),
+        "diversity_contrasts": (f"Diversity study: method − {options.reference} per level (test)",
+                                f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} "
+                                "resamples); Holm over all per-level contrasts and, separately, over the "
+                                "heavy−clean interactions (the primary test)."),
+    }
+    tables = []
+    for name, (title, note) in titles.items():
+        if name in parts:
+            data = pd.concat([d for d, _ in parts[name]], ignore_index=True)
+            display = pd.concat([s for _, s in parts[name]], ignore_index=True)
+            if "study" in display.columns:
+                display = display[["study", *[c for c in display.columns if c != "study"]]]
+            tables.append(ReportTable(name, title, data, display, note))
+    return tables, studies
+
+
+def _method_label(method: str, point: str) -> str:
+    return method if point == "default" else f"{method} ({point})"
+
+
+def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    study, level_name = result.study, result.level_name
+    chosen = study.chosen
+
+    def level_label(level: Any) -> str:
+        return f"{level_name}={format_parameter(level)}" if not isinstance(level, str) else level
+
+    out = {}
+    tuning = study.tuning
+    out["diversity_operating_points"] = (tuning, pd.DataFrame({
+        "method": tuning["method"], "operating point": tuning["point"], "validation S-Recall":
+        tuning["val_score"].map(fmt), "n val": tuning["n_val_queries"].map(fmt),
+        "chosen": tuning["chosen"].map(lambda c: "✓" if c else "")}))
+
+    means = study.means
+    levels = sorted(means["level"].unique())
+    methods = [study.reference] + sorted(m for m in means["method"].unique() if m != study.reference)
+    data_rows, shown_rows = [], []
+    for method in methods:
+        mine = means[means["method"] == method].set_index("level")
+        label = _method_label(method, chosen.get(method, "default"))
+        data_rows.append({"row": label, **{level_label(lv): mine.loc[lv, "mean"] if lv in mine.index else np.nan
+                                          for lv in levels}})
+        shown_rows.append({"": label, **{level_label(lv): fmt_ci(*mine.loc[lv, ["mean", "ci_low", "ci_high"]])
+                                         if lv in mine.index else "–" for lv in levels}})
+    if study.redundancy is not None:
+        data_rows.append({"row": "measured redundancy", **{level_label(lv): study.redundancy.get(lv, np.nan)
+                                                           for lv in levels}})
+        shown_rows.append({"": "measured redundancy (pool)", **{level_label(lv): fmt(study.redundancy.get(lv, np.nan))
+                                                                for lv in levels}})
+    for method, rates in study.trigger_rate.iterrows():
+        data_rows.append({"row": f"{method} trigger rate", **{level_label(lv): rates.get(lv, np.nan) for lv in levels}})
+        shown_rows.append({"": f"{method} trigger rate", **{level_label(lv): fmt(rates.get(lv, np.nan)) for lv in levels}})
+    out["diversity_s_recall"] = (pd.DataFrame(data_rows), pd.DataFrame(shown_rows))
+
+    oracles = study.oracles
+    out["diversity_oracles"] = (oracles, pd.DataFrame({
+        "level": oracles["level"].map(level_label), "method": oracles["method"],
+        "tuned": oracles["tuned_mean"].map(fmt), "oracle": oracles["oracle_mean"].map(fmt),
+        study.reference: oracles["reference_mean"].map(fmt), "improved": oracles["share_improved"].map(fmt),
+        "n": oracles["n"].map(fmt)}))
+
+    if study.regret is not None and study.downside is not None:
+        robust = study.regret.merge(study.downside, on="method", how="left")
+        robust["worst_level"] = robust["worst_level"].map(lambda v: v if pd.isna(v) else float(v))
+        shown = pd.DataFrame({"method": robust["method"].map(lambda m: _method_label(m, chosen.get(m, "default")))})
+        for column in [c for c in robust.columns if c.startswith("regret@")]:
+            shown[f"regret {level_label(float(column.split('@', 1)[1]))}"] = robust[column].map(fmt)
+        shown["max regret"] = robust["max_regret"].map(fmt)
+        shown["minimax"] = robust["minimax"].map(lambda c: "✓" if c else "")
+        shown[f"downside vs {study.reference}"] = robust["downside"].map(fmt)
+        shown["worst level"] = robust["worst_level"].map(lambda v: "–" if pd.isna(v) else level_label(v))
+        shown["loss at heaviest"] = robust["loss_at_heaviest"].map(fmt)
+        out["diversity_robustness"] = (robust, shown)
+
+    contrasts = study.contrasts
+    if not contrasts.empty:
+        out["diversity_contrasts"] = (contrasts, pd.DataFrame({
+            "method": contrasts["method"].map(lambda m: _method_label(m, chosen.get(m, "default"))),
+            "level": [("heavy − clean (primary)" if k == "interaction" else level_label(lv))
+                      for lv, k in zip(contrasts["level"], contrasts["kind"])],
+            f"Δ S-Recall vs {study.reference} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high)
+                                                      for r in contrasts.itertuples()],
+            "p": contrasts["p_value"].map(fmt_p), "p (Holm)": contrasts["p_holm"].map(fmt_p),
+            "n": contrasts["n"].map(fmt)}))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# assembly and rendering
+
+
+def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
+    if not _numeric(rows, options.metric):
+        numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
+        raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
+    # An explicit baseline that names nothing is an input error: report it before any work is done.
+    baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
+    report = Report(layout=layout)
+    report.tables.append(inputs_table(infos, rows))
+    table = policy_table(rows, layout, options)
+    if table is not None:
+        report.tables.append(table)
+        report.policy_data = table.data
+    report.tables.extend(diagnostic_tables(rows, options))
+    for table in (incremental_validity_table(rows, options), retrieval_perfect_table(rows, layout, options)):
+        if table is not None:
+            report.tables.append(table)
+    tables, report.contrast_data = contrast_tables(rows, layout, options, baseline)
+    report.tables.extend(tables)
+    table = oracle_table(rows, layout, options)
+    if table is not None:
+        report.tables.append(table)
+    tables, report.studies = diversity_tables(rows, layout, options)
+    report.tables.extend(tables)
+    return report
+
+
+def _escape(cell: Any) -> str:
+    return str(cell).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    header = [_escape(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for values in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(_escape(v) for v in values) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report, title: str, preamble: Sequence[str] = (), plots: Sequence[str] = ()) -> str:
+    parts = [f"# {title}", "", *preamble]
+    for table in report.tables:
+        parts += ["", f"## {table.title}", ""]
+        if table.note:
+            parts += [table.note, ""]
+        parts += [to_markdown(table.display), "", f"CSV: `{table.name}.csv`"]
+    if plots:
+        parts += ["", "## Plots", ""]
+        parts += [f"![{name}]({name})" for name in plots]
+    return "\n".join(parts) + "\n"
+
+
+def _looks_numeric(cells: pd.Series) -> bool:
+    return bool(len(cells)) and cells.map(lambda c: str(c)[:1] in set("0123456789-–<.")).all()
+
+
+def print_tables(report: Report, console) -> None:
+    from rich.table import Table
+
+    for table in report.tables:
+        view = Table(title=table.title, caption=table.note or None, caption_justify="left")
+        for column in table.display.columns:
+            view.add_column(str(column), justify="right" if _looks_numeric(table.display[column]) else "left",
+                            overflow="fold")
+        for values in table.display.itertuples(index=False):
+            view.add_row(*(str(v) for v in values))
+        console.print(view)

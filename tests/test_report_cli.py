@@ -1,0 +1,265 @@
+"""End to end: synthetic result rows written as fake run and sweep directories, analysed by the report CLI."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from harness.report.cli import main
+
+FAST = ["--resamples", "200", "--study-resamples", "199", "--quiet"]
+READERS = ("tiny-135m", "big-7b")
+
+
+def _common_columns(qids, seed, budget, reader, packer="packed", diversifier="knn", perturb="none") -> dict:
+    n = len(qids)
+    return {
+        "question_id": list(qids), "dataset": "synthetic", "split": "dev",
+        "question": [f"What is fact {q}?" for q in qids],
+        "gold_answers": [json.dumps([f"answer {q}"]) for q in qids],
+        "hops": 2, "qtype": "bridge", "retriever": "minilm", "perturb": perturb, "tree": "none",
+        "diversifier": diversifier, "packer": packer, "budget": budget, "k": 5, "seed": seed, "reader": reader,
+        "answer": ["x"] * n, "context": ["..."] * n,
+        "cfg.seed": seed, "cfg.budget": budget, "cfg.k": 5, "cfg.dataset.seed": seed,
+        "cfg.packer.name": packer, "cfg.packer._target_": f"harness.pack.{packer}",
+        "cfg.diversifier.name": diversifier, "cfg.reader.name": reader,
+        "cfg.reader.pretrained": f".cache/models/{reader}",
+        # differs between jobs but says nothing about the policy: must not split policies
+        "cfg.paths.cache_dir": f"/scratch/job-{seed}-{budget}",
+    }
+
+
+def packing_rows(n_questions: int, packer: str, budget: int, seed: int, reader: str) -> pd.DataFrame:
+    """Rows with a known structure: submod's F1 is packed's plus exactly 0.1 on every (question, seed)."""
+    qids = [f"q{i:03d}" for i in range(n_questions)]
+    u = np.random.default_rng(7).uniform(size=n_questions)                  # per-question difficulty
+    v = np.random.default_rng(seed).uniform(size=n_questions)               # per (question, seed)
+    recall = np.where(u > 0.3, 1.0, 0.5)
+    aic = ((recall == 1.0) & (v < budget / 160)).astype(float)
+    f1 = 0.6 * aic + 0.2 * u + (0.05 if reader == "big-7b" else 0.0)
+    if packer == "submod":
+        f1 = f1 + 0.1
+        aic = np.maximum(aic, ((recall == 1.0) & (v < budget / 100)).astype(float))
+    frame = pd.DataFrame({
+        **_common_columns(qids, seed, budget, reader, packer=packer),
+        "em": (f1 > 0.7).astype(float), "f1": f1, "answer_in_context": aic, "answer_in_context_graded": aic,
+        "gold_doc_coverage": recall * (0.5 + 0.5 * (v < budget / 160)), "all_gold_in_reader": aic,
+        "gold_token_density": 0.3 * aic + 0.1, "recall_at_k": recall, "all_gold_at_k": (recall == 1.0).astype(float),
+        "context_tokens": budget - (v * 10).round(), "prompt_tokens": budget + 40,
+    })
+    return frame
+
+
+def diversity_rows(n_questions: int, diversifier: str, lam: float | None, rho: float, seed: int) -> pd.DataFrame:
+    """S-Recall = a (question, seed) base + a known offset per (method, point, level)."""
+    qids = [f"q{i:03d}" for i in range(n_questions)]
+    base = np.random.default_rng(seed).uniform(0.3, 0.9, size=n_questions)
+    offset = diversity_offset(diversifier, lam, rho)
+    frame = pd.DataFrame({
+        **_common_columns(qids, seed, 128, "tiny-135m", diversifier=diversifier,
+                          perturb="none" if rho == 0 else "inject"),
+        "s_recall": base + offset, "pool_redundancy": 0.05 + 0.8 * rho,
+        "f1": base, "em": 0.0, "recall_at_k": 1.0, "all_gold_at_k": 1.0,
+    })
+    if rho > 0:
+        frame["cfg.perturb.rho"] = rho
+    if diversifier == "mmr":
+        frame["cfg.diversifier.lambda_"] = lam
+    if diversifier == "rule":
+        frame["cfg.diversifier.inner.lambda_"] = lam
+        frame["rule_triggered"] = rho > 0
+    return frame
+
+
+def diversity_offset(diversifier: str, lam: float | None, rho: float) -> float:
+    if diversifier == "knn":
+        return -0.5 * rho
+    mmr = (-0.02 - 0.1 * rho) if lam == 0.3 else (-0.01 - 0.3 * rho)
+    if diversifier == "mmr":
+        return mmr
+    return 0.0 if rho == 0 else mmr  # rule: kNN when clean, its inner mmr when redundant
+
+
+def write_sweep(root: Path, frames: list[pd.DataFrame], failed: int = 0) -> Path:
+    for i, frame in enumerate(frames):
+        job = root / str(i)
+        job.mkdir(parents=True)
+        frame.to_parquet(job / "rows.parquet", index=False)
+        (job / "summary.json").write_text(json.dumps({"n_questions": len(frame)}))
+    for j in range(failed):
+        job = root / str(len(frames) + j)
+        job.mkdir(parents=True)
+        (job / "error.txt").write_text("Traceback: boom")
+    return root
+
+
+def packing_sweep(root: Path, n_questions: int = 30) -> Path:
+    frames = [packing_rows(n_questions, packer, budget, seed, reader)
+              for packer in ("packed", "submod") for budget in (64, 128) for seed in (42, 13) for reader in READERS]
+    return write_sweep(root, frames, failed=1)
+
+
+def diversity_sweep(root: Path, n_questions: int = 30) -> Path:
+    frames = []
+    for rho in (0.0, 0.2, 0.4):
+        for seed in (42, 13):
+            frames.append(diversity_rows(n_questions, "knn", None, rho, seed))
+            for lam in (0.3, 0.7):
+                frames.append(diversity_rows(n_questions, "mmr", lam, rho, seed))
+                frames.append(diversity_rows(n_questions, "rule", lam, rho, seed))
+    return write_sweep(root, frames)
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file(), path
+    assert path.stat().st_size > 10_000, f"{path} is suspiciously small"
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size[0] >= 600 and image.size[1] >= 400
+
+
+def test_packing_sweep_report(tmp_path, caplog):
+    sweep = packing_sweep(tmp_path / "multirun" / "14-00-00")
+    with caplog.at_level(logging.WARNING):
+        assert main([str(sweep), *FAST]) == 0
+    assert any("error.txt" in message for message in caplog.messages)  # the failed job is named, then skipped
+    out = sweep / "report"
+    for name in ("runs", "policy_table", "diagnostic_validity", "score_by_answer_in_context", "incremental_validity",
+                 "retrieval_perfect", "contrasts", "contrast_decomposition", "oracle_headroom"):
+        assert (out / f"{name}.csv").is_file(), name
+    for name in ("budget_curves.png", "reader_ladder.png"):
+        assert_png(out / name)
+    assert not list(out.glob("diversity*"))  # no diversifier variation: no diversity study
+
+    policy = pd.read_csv(out / "policy_table.csv")
+    assert len(policy) == 2 * 2 * 2  # packer x reader x budget, seeds pooled
+    assert set(policy["n_questions"]) == {30} and set(policy["n_seeds"]) == {2}
+    assert (policy["f1_ci_low"] <= policy["f1"]).all() and (policy["f1"] <= policy["f1_ci_high"]).all()
+
+    contrasts = pd.read_csv(out / "contrasts.csv")
+    assert len(contrasts) == 2 * 2  # submod vs packed, per reader and budget
+    assert set(contrasts["baseline"].str.contains("packer=packed")) == {True}
+    assert np.allclose(contrasts["mean_diff"], 0.1)
+    assert np.allclose(contrasts["ci_low"], 0.1) and np.allclose(contrasts["ci_high"], 0.1)
+    assert (contrasts["n"] == 30).all() and (contrasts["n_pairs"] == 60).all()
+    assert (contrasts["p_holm"] >= contrasts["p_value"]).all()
+
+    decomposition = pd.read_csv(out / "contrast_decomposition.csv")
+    parts = decomposition[["from_entered", "from_left", "from_others"]].sum(axis=1)
+    assert np.allclose(parts, decomposition["mean_diff"])
+    assert (decomposition["n_left"] == 0).all()  # submod's context never loses the answer here
+
+    oracle = pd.read_csv(out / "oracle_headroom.csv")
+    assert (oracle["best_policy"].str.contains("submod")).all()
+    assert np.allclose(oracle["headroom"], 0.0)  # submod dominates on every question: no headroom
+
+    markdown = (out / "report.md").read_text()
+    for title in ("Policies by budget", "Diagnostic validity", "Incremental validity", "Retrieval-perfect subset",
+                  "Paired contrasts", "Oracle headroom", "budget_curves.png"):
+        assert title in markdown
+
+
+def test_answer_in_context_equal_to_f1(tmp_path):
+    # F1 = answer-in-context exactly, recall@k only partly related: correlation 1 and a clear ΔR² > 0.
+    rng = np.random.default_rng(3)
+    frames = []
+    for seed in (1, 2):
+        frame = packing_rows(60, "packed", 96, seed, "tiny-135m")
+        frame["answer_in_context"] = (rng.uniform(size=60) < 0.3 + 0.5 * (frame["recall_at_k"] == 1)).astype(float)
+        frame["f1"] = frame["answer_in_context"]
+        frames.append(frame)
+    run = write_sweep(tmp_path / "sweep", frames)
+    assert main([str(run), "--out", str(tmp_path / "out"), *FAST]) == 0
+    validity = pd.read_csv(tmp_path / "out" / "diagnostic_validity.csv").set_index("diagnostic")
+    assert validity.loc["answer_in_context", "pearson_f1"] == pytest.approx(1.0)
+    assert validity.loc["answer_in_context", "spearman_f1"] == pytest.approx(1.0)
+    incremental = pd.read_csv(tmp_path / "out" / "incremental_validity.csv").iloc[0]
+    assert incremental["r2_full"] == pytest.approx(1.0)
+    assert incremental["delta_r2"] > 0.3 and incremental["delta_r2_ci_low"] > 0
+    assert incremental["partial_corr"] == pytest.approx(1.0)
+
+
+def test_diversity_sweep_report(tmp_path):
+    sweep = diversity_sweep(tmp_path / "div")
+    assert main([str(sweep), *FAST, "--seed", "5"]) == 0
+    out = sweep / "report"
+    for name in ("diversity_operating_points", "diversity_s_recall", "diversity_oracles", "diversity_robustness",
+                 "diversity_contrasts"):
+        assert (out / f"{name}.csv").is_file(), name
+    plots = list(out.glob("diversity_*.png"))
+    assert len(plots) == 1
+    assert_png(plots[0])
+
+    tuning = pd.read_csv(out / "diversity_operating_points.csv")
+    chosen = dict(tuning.loc[tuning["chosen"], ["method", "point"]].itertuples(index=False, name=None))
+    # validation mean over the three levels of the offsets: lambda 0.3 wins for mmr and for the rule
+    assert chosen == {"knn": "default", "mmr": "lambda_=0.3", "rule": "inner.lambda_=0.3"}
+    assert set(tuning["n_val_queries"]) == {6}  # 20% of 30 questions
+
+    robustness = pd.read_csv(out / "diversity_robustness.csv").set_index("method")
+    # regret per level (clean, 0.2, 0.4): knn (0, .06, .14), mmr (.02, 0, 0), rule (0, 0, 0)
+    assert robustness.loc["knn", "max_regret"] == pytest.approx(0.14)
+    assert robustness.loc["mmr", "max_regret"] == pytest.approx(0.02)
+    assert robustness.loc["rule", "max_regret"] == pytest.approx(0.0, abs=1e-12)
+    assert robustness["minimax"].to_dict() == {"knn": False, "mmr": False, "rule": True}
+    assert robustness.loc["mmr", "downside"] == pytest.approx(0.02)  # loses 0.02 to knn on clean pools
+
+    contrasts = pd.read_csv(out / "diversity_contrasts.csv")
+    interaction = contrasts[contrasts["kind"] == "interaction"].set_index("method")
+    # (mmr - knn) at rho 0.4 minus at clean: (-0.06 + 0.2) - (-0.02) = 0.16
+    assert interaction.loc["mmr", "mean_diff"] == pytest.approx(0.16)
+    assert (contrasts["n"] == 24).all()  # test questions only
+
+    table = pd.read_csv(out / "diversity_s_recall.csv").set_index("row")
+    assert table.loc["measured redundancy"].to_numpy() == pytest.approx([0.05, 0.21, 0.37])
+    assert table.loc["rule trigger rate"].to_numpy() == pytest.approx([0.0, 1.0, 1.0])
+
+
+def test_several_directories_share_a_report(tmp_path):
+    # two single runs, one per packer, given side by side: the report lands in their common parent
+    for packer in ("packed", "submod"):
+        run = tmp_path / "runs" / packer
+        run.mkdir(parents=True)
+        packing_rows(12, packer, 96, 42, "tiny-135m").to_parquet(run / "rows.parquet")
+    assert main([str(tmp_path / "runs" / "packed"), str(tmp_path / "runs" / "submod"), *FAST, "--no-plots"]) == 0
+    out = tmp_path / "runs" / "report"
+    assert len(pd.read_csv(out / "runs.csv")) == 2
+    contrast = pd.read_csv(out / "contrasts.csv")
+    assert contrast["mean_diff"].to_numpy() == pytest.approx([0.1]) and contrast["n"].tolist() == [12]
+    assert (out / "report.md").is_file() and not list(out.glob("*.png"))
+
+
+def test_single_run_directory_and_errors(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    packing_rows(10, "packed", 96, 42, "tiny-135m").to_parquet(run / "rows.parquet")
+    assert main([str(run), *FAST]) == 0
+    policy = pd.read_csv(run / "report" / "policy_table.csv")
+    assert len(policy) == 1 and policy["policy"].iloc[0] == "tree=none, diversifier=knn, packer=packed"
+    assert not (run / "report" / "contrasts.csv").exists()  # nothing varies: no contrasts, no oracle
+    assert not (run / "report" / "oracle_headroom.csv").exists()
+
+    assert main([str(tmp_path / "missing"), *FAST]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    sweep = packing_sweep(tmp_path / "sweep", n_questions=6)
+    assert main([str(sweep), "--baseline", "nonexistent", *FAST]) == 2
+    assert "nonexistent" in capsys.readouterr().err
+    assert main([str(sweep), "--metric", "bleu", *FAST]) == 2
+    assert "bleu" in capsys.readouterr().err
+
+    # printed to the terminal unless --quiet
+    assert main([str(sweep), "--resamples", "50", "--no-plots", "--baseline", "packer=packed"]) == 0
+    printed = capsys.readouterr().out
+    assert "Paired contrasts" in printed and "Policies by budget" in printed
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "--resamples" in capsys.readouterr().out

@@ -1,0 +1,51 @@
+import numpy as np
+
+from harness.cache import ArrayStore, TextStore
+from harness.retrieve.dense import DenseRetriever
+from harness.retrieve.encoder import Encoder
+from harness.types import Document, Example
+
+
+def examples():
+    shared = Document("a::0", "Shared", ("The same paragraph appears in two questions.",))
+    return [
+        Example("a", "question one?", ("x",), ("a::0",), (shared, Document("a::1", "Other", ("Unrelated text.",)))),
+        Example("b", "question two?", ("y",), ("b::1",), (Document("b::0", "Shared", shared.sentences),
+                                                         Document("b::1", "Gold B", ("Gold text for b.",)))),
+    ]
+
+
+def test_empty_store_is_truthy_and_persists(tmp_path):
+    store = TextStore(tmp_path / "s.sqlite")
+    assert store and len(store) == 0
+    store.put_texts({"k": {"v": 1}})
+    assert TextStore(tmp_path / "s.sqlite").get_texts(["k", "missing"]) == {"k": {"v": 1}}
+    arrays = ArrayStore(tmp_path / "a.sqlite")
+    arrays.put_arrays({"x": np.arange(3, dtype=np.float32)})
+    np.testing.assert_array_equal(ArrayStore(tmp_path / "a.sqlite").get_arrays(["x"])["x"], [0, 1, 2])
+
+
+def test_encoder_cache_computes_each_text_once_across_instances(tmp_path):
+    first = Encoder(cache_dir=str(tmp_path))
+    vectors = first.encode(["alpha beta", "gamma", "alpha beta"])
+    assert first.calls == 2 and vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    second = Encoder(cache_dir=str(tmp_path))
+    np.testing.assert_array_equal(second.encode(["gamma", "alpha beta"]), vectors[[1, 0]])
+    assert second.calls == 0 and second._model is None  # answered from disk, model never loaded
+
+
+def test_distractor_pools_rank_own_documents(hash_encoder):
+    pools = DenseRetriever(hash_encoder, setting="distractor").retrieve(examples())
+    for pool in pools:
+        scores = [c.score for c in pool.candidates]
+        assert scores == sorted(scores, reverse=True)
+        assert {c.cand_id for c in pool.candidates} == {d.doc_id for d in pool.example.documents}
+        np.testing.assert_allclose(pool.embeddings @ pool.query_embedding, scores, rtol=1e-5)
+
+
+def test_open_setting_merges_duplicates_but_keeps_each_questions_ids(hash_encoder):
+    pools = DenseRetriever(hash_encoder, setting="open", pool_size=10).retrieve(examples())
+    assert len(pools[0].candidates) == 3  # the shared paragraph is indexed once
+    assert "a::0" in {c.cand_id for c in pools[0].candidates}
+    assert "b::0" in {c.cand_id for c in pools[1].candidates}  # question b sees its own id for it
