@@ -4,7 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report.load import annotate, discover_runs, hyperparameter_columns, load_runs, policy_components
+from harness.report.load import (
+    annotate,
+    discover_runs,
+    hyperparameter_columns,
+    load_runs,
+    policy_components,
+)
 
 
 def write_run(directory, frame):
@@ -69,14 +75,15 @@ def test_policy_columns_are_components_and_free_hyperparameters():
     # lambda_ varies within mmr; the pretrained path only follows the reader; cache_dir is a runtime key
     assert hyperparameter_columns(frame, ["diversifier", "reader"]) == ["cfg.diversifier.lambda_"]
     annotated, layout = annotate(frame)
-    assert layout.policy == ("diversifier", "reader", "cfg.diversifier.lambda_")
+    # each component is followed by its own hyper-parameters; one a policy lacks is left out of its label
+    assert layout.policy == ("diversifier", "cfg.diversifier.lambda_", "reader")
     assert layout.conditions == ("reader",) and layout.context == ("diversifier", "cfg.diversifier.lambda_")
     assert layout.settings == ("budget",)
     assert list(annotated["policy"].cat.categories) == [
-        "diversifier=knn, reader=r1, diversifier.lambda_=-", "diversifier=knn, reader=r2, diversifier.lambda_=-",
-        "diversifier=mmr, reader=r1, diversifier.lambda_=0.3", "diversifier=mmr, reader=r1, diversifier.lambda_=0.7"]
+        "diversifier=knn, reader=r1", "diversifier=knn, reader=r2",
+        "diversifier=mmr, diversifier.lambda_=0.3, reader=r1", "diversifier=mmr, diversifier.lambda_=0.7, reader=r1"]
     components = policy_components(annotated, layout)
-    assert components.loc["diversifier=mmr, reader=r1, diversifier.lambda_=0.7", "cfg.diversifier.lambda_"] == 0.7
+    assert components.loc["diversifier=mmr, diversifier.lambda_=0.7, reader=r1", "cfg.diversifier.lambda_"] == 0.7
     assert np.isnan(components.iloc[0]["cfg.diversifier.lambda_"])
 
 

@@ -44,7 +44,7 @@ def test_split_is_disjoint_twenty_percent_and_reproducible():
 
 def test_tuned_point_is_the_validation_argmax_not_the_test_one():
     questions = [f"q{i}" for i in range(10)]
-    val, test = split_questions(questions, 0.2, seed=0)
+    val, _ = split_questions(questions, 0.2, seed=0)
     # lambda 0.3 is better on validation queries, lambda 0.7 on test queries
     base = {(q, s): 0.5 for q in questions for s in (1, 2)}
     frame = score_frame([("mmr", "lambda_=0.3", 0.0, 0.0), ("mmr", "lambda_=0.7", 0.0, 0.0),

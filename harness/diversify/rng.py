@@ -7,7 +7,13 @@ w for every more relevant candidate v that lies closer to w than the query does 
 an edge of the relative neighbourhood graph would); g shifts how close counts as occluding. The
 comparison r(v) > r(w) is strict, so equally relevant candidates never charge one another.
 
-Everything is computed once per question from the (m, m) Gram matrix, with no greedy loop.
+There is no greedy loop: scores come from the Gram matrix in one pass. Selection needs only a
+corner of it: score(w) >= 1 - r(w), and w's hinges involve only candidates more relevant than w, so
+``rng_select`` scores the most relevant candidates first and stops as soon as no candidate left
+out can beat the k-th best score found (usually after a few dozen of m = 100; see ``rng_select``).
+``rng_select_full`` and ``rng_scores`` keep the whole-matrix computation, which the shortcut
+reproduces bit for bit.
+
 Limits: for g <= -2 every hinge is 0 (cosines lie in [-1, 1] and r in [-1, 1]), so the score is
 1 - r and the selection is kNN; for very large g the number of more relevant candidates dominates
 the score, which again orders candidates by relevance, i.e. kNN.
@@ -37,12 +43,14 @@ from harness.types import Pool
 RELEVANCE_SOURCES = ("cosine", "cross_encoder")
 
 
-# Prefixes of the relevance ranking tried before the whole pool: the first has FIRST_PREFIX
-# candidates (at least 2k), each next one doubles, and a prefix is tried only while it is at most
-# half the pool (beyond that the full Gram matrix costs little more than the prefix it replaces).
-# On clustered pools of 100 (benchmarks/bench_diversifiers.py) the k = 5 selection is settled within
-# the 16-28 most relevant candidates, so one prefix of 24 usually suffices.
+# The first prefix of the relevance ranking that rng_select scores: FIRST_PREFIX candidates (at
+# least 2k), tried only if that is at most half the pool. On clustered pools of 100
+# (benchmarks/bench_diversifiers.py) the k = 5 selection is settled within the 16-28 most relevant
+# candidates, so one prefix of 24 usually suffices. If it does not, its k-th best score tells
+# exactly how long a prefix is sure to suffice; that one is scored if it is at most
+# SECOND_PREFIX_SHARE of the pool, else the whole pool is (its Gram matrix then costs about as much).
 FIRST_PREFIX = 24
+SECOND_PREFIX_SHARE = 0.75
 
 
 @lru_cache(maxsize=32)
@@ -109,7 +117,10 @@ def _prefix_scores(
     m = relevance.shape[0]
     top = slice(0, size) if ranked is None else ranked[:size]
     rows = embeddings[top]
-    # rows @ rows.T is a symmetric rank-k update, whose entries match the full Gram matrix's.
+    # NumPy computes rows @ rows.T as one symmetric rank-k update (BLAS syrk), and OpenBLAS's syrk
+    # gives every entry independently of the matrix's size and of where the two rows sit in it
+    # (for two rows or more; the prefix has at least FIRST_PREFIX), so these entries are the full
+    # Gram matrix's. tests/test_diversify_rng.py checks the resulting scores bit for bit.
     gram = np.asarray(rows @ rows.T, dtype=np.float32)
     hinge = np.zeros((m, m), dtype=np.float32)
     top_hinges = _masked_hinges_overwrite(gram, relevance[top], gamma)
@@ -161,19 +172,20 @@ def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: flo
     m = relevance.shape[0]
     # Stable order: equally relevant candidates keep pool order (neither charges the other anyway).
     ranked = None if np.all(relevance[:-1] >= relevance[1:]) else descending_order(relevance)
-    size = max(FIRST_PREFIX, 2 * k_eff)
-    while 2 * size <= m:
+    # Floor of each score in rank order, non-decreasing: 1 - r is monotone in r, and a hinge sum
+    # (never negative) only adds to it, in floating point too, since rounding is monotone.
+    floors = 1.0 - (relevance if ranked is None else relevance[ranked])
+    size, limit = max(FIRST_PREFIX, 2 * k_eff), m // 2
+    while size <= limit:
         scores = _prefix_scores(embeddings, relevance, ranked, size, gamma)
         selection = ascending_order(scores)[:k_eff]
         last = int(selection[-1])
-        first_left_out = size if ranked is None else int(ranked[size])
-        # Floor of every left-out score: 1 - r is monotone in r and a hinge sum only adds to it,
-        # in floating point too (rounding is monotone).
-        floor = 1.0 - relevance[first_left_out]
-        lowest_left_out_index = size if ranked is None else int(ranked[size:].min())
-        if floor > scores[last] or (floor == scores[last] and lowest_left_out_index > last):
+        lowest_left_out = size if ranked is None else int(ranked[size:].min())
+        if floors[size] > scores[last] or (floors[size] == scores[last] and lowest_left_out > last):
             return selection
-        size *= 2
+        # Scoring more candidates can only lower the k-th best score, so the prefix that ends
+        # just before the first floor above the current k-th score settles the selection.
+        size, limit = int(np.searchsorted(floors, scores[last], side="left")), int(SECOND_PREFIX_SHARE * m)
     return rng_select_full(embeddings, relevance, k_eff, gamma)
 
 

@@ -21,6 +21,12 @@ where lexical_c is the fraction of the question's content terms the claim contai
 its graph neighbours. The neighbour term lifts bridge claims: a sentence that names the film a
 question-entity sentence mentions ("X starred in F" -> "F was directed by Y") gains relevance even
 though it shares no word with the question.
+
+How the packers use it (``harness.pack.ace``): the query-focused packer keeps its first key, new
+query-term coverage, and ranks ties by this relevance instead of the lexical one; the submodular
+packer uses it as rel_i in the Rel term and, with ``diversity_relevance: lexical``, in the Div term,
+while QueryCov and Repr are computed on the claims exactly as on snippets. Documents (for the
+new-document preference and Div) are the representatives' candidates.
 """
 
 from __future__ import annotations
@@ -91,9 +97,11 @@ def build_claim_graph(request: PackingRequest, duplicate_threshold: float = 0.95
         return ClaimGraph([], np.asarray(request.snippet_embeddings)[:0], [], [], empty)
     embeddings = np.asarray(request.snippet_embeddings, dtype=np.float64)
     same_meaning = embeddings @ embeddings.T > duplicate_threshold
-    normalised = np.array([normalise_claim(s.text) for s in snippets], dtype=object)
-    same_text = normalised[:, None] == normalised[None, :]
-    rows, cols = np.nonzero(same_meaning | same_text)
+    # equal normalised text: link each snippet to the first with the same text (a star per text)
+    first_with_text: dict[str, int] = {}
+    same_text = np.array([first_with_text.setdefault(normalise_claim(s.text), i) for i, s in enumerate(snippets)])
+    rows, cols = np.nonzero(same_meaning)
+    rows, cols = np.concatenate([rows, np.arange(n)]), np.concatenate([cols, same_text])
     _, labels = connected_components(coo_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n)), directed=False)
 
     order = sorted(range(n), key=lambda i: (snippets[i].rank, snippets[i].position, i))

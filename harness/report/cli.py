@@ -11,7 +11,13 @@ from pathlib import Path
 
 from harness.report.load import REPORT_DIR, annotate, load_runs, short_name
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
-from harness.report.tables import Options, Report, build_report, print_tables, render_markdown
+from harness.report.tables import (
+    Options,
+    Report,
+    build_report,
+    print_tables,
+    render_markdown,
+)
 
 log = logging.getLogger("harness.report")
 
@@ -101,9 +107,9 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
     written += images
     preamble = [
         f"Inputs: {', '.join(f'`{d}`' for d in dirs)}.",
-        f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
-        f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
-        f"{options.n_resamples} bootstrap resamples; seed {options.seed}.",
+        (f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
+         f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
+         f"{options.n_resamples} bootstrap resamples; seed {options.seed}."),
     ]
     markdown = render_markdown(report, "Evaluation report", preamble, [p.name for p in images])
     path = out_dir / "report.md"

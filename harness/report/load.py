@@ -158,9 +158,9 @@ def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Uniform types across runs, and ``qkey``: the question identity (dataset-qualified when datasets vary)."""
     rows = rows.copy()
     for column in rows.columns:
-        if column.startswith("cfg.") or column.startswith("rule_") or rows[column].dtype == object:
-            if column not in ("question", "context", "answer", "gold_answers"):
-                rows[column] = _normalise_column(rows[column])
+        free_text = column in ("question", "context", "answer", "gold_answers")
+        if not free_text and (column.startswith(("cfg.", "rule_")) or rows[column].dtype == object):
+            rows[column] = _normalise_column(rows[column])
     qid = rows["question_id"].astype(str)
     if "dataset" in rows.columns and rows["dataset"].nunique(dropna=False) > 1:
         rows["qkey"] = rows["dataset"].astype(str) + "::" + qid
@@ -224,11 +224,24 @@ def _is_condition(column: str) -> bool:
 
 
 def short_name(column: str) -> str:
-    return column[4:] if column.startswith("cfg.") else column
+    return column.removeprefix("cfg.")
 
 
 def policy_label(values: dict, columns: Sequence[str]) -> str:
-    return ", ".join(f"{short_name(c)}={format_value(values[c])}" for c in columns)
+    """``packer=submod, diversifier=mmr, diversifier.lambda_=0.3``; a hyper-parameter the policy does not
+    have (lambda_ of knn) is left out, which keeps labels distinct and short."""
+    return ", ".join(f"{short_name(c)}={format_value(values[c])}" for c in columns
+                     if not (c.startswith("cfg.") and _is_missing(values[c])))
+
+
+def _grouped_policy_columns(components: Sequence[str], hyperparameters: Sequence[str]) -> tuple[str, ...]:
+    """Each component followed by its own hyper-parameters (cfg.<component>.*), then any others."""
+    ordered: list[str] = []
+    for component in COMPONENT_COLUMNS:
+        if component in components:
+            ordered.append(component)
+        ordered.extend(h for h in hyperparameters if h.startswith(f"cfg.{component}.") and h not in ordered)
+    return tuple(ordered + [h for h in hyperparameters if h not in ordered])
 
 
 def _sort_key(value) -> tuple:
@@ -247,7 +260,8 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
     different directories -- are dropped with a warning, keeping the first.
     """
     components = [c for c in COMPONENT_COLUMNS if c in rows.columns and varies(rows[c])]
-    policy = tuple(components + hyperparameter_columns(rows, [c for c in COMPONENT_COLUMNS if c in rows.columns]))
+    policy = _grouped_policy_columns(
+        components, hyperparameter_columns(rows, [c for c in COMPONENT_COLUMNS if c in rows.columns]))
     settings = tuple(c for c in SETTING_COLUMNS if c in rows.columns and (c == "budget" or varies(rows[c])))
     layout = Layout(settings=settings, policy=policy, conditions=tuple(c for c in policy if _is_condition(c)))
 

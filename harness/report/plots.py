@@ -12,13 +12,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-from harness.report.load import Layout, format_value, short_name  # noqa: E402
-from harness.report.tables import HEADINGS, StudyResult  # noqa: E402
-from harness.stats.protocol import format_parameter  # noqa: E402
+from harness.report.load import Layout, format_value, short_name
+from harness.report.tables import HEADINGS, StudyResult
+from harness.stats.protocol import format_parameter
 
 DPI = 150
 _SIZE_PATTERN = re.compile(r"(\d+(?:\.\d+)?)\s*([bBmM])(?=$|[^a-zA-Z0-9])")
@@ -57,11 +57,15 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
         suffix = " ".join(f"{short_name(k)}={format_value(v)}" for k, v in zip(split, keys))
         fig = Figure(figsize=(6.0 * len(metrics), 4.6))
         axes = [fig.add_subplot(1, len(metrics), i + 1) for i in range(len(metrics))]
+        policies = list(dict.fromkeys(frame["policy"]))
+        # a small horizontal dodge keeps the interval bars of policies at the same budget apart
+        span = float(frame["budget"].max() - frame["budget"].min())
+        dodge = {p: (i - (len(policies) - 1) / 2) * 0.012 * span for i, p in enumerate(policies)}
         for axis, metric in zip(axes, metrics):
             for policy, lines in frame.groupby("policy", sort=False):
                 lines = lines.sort_values("budget")
-                axis.errorbar(lines["budget"], lines[metric], yerr=_error_bars(lines, metric), marker="o",
-                              capsize=3, label=str(policy))
+                axis.errorbar(lines["budget"] + dodge[policy], lines[metric], yerr=_error_bars(lines, metric),
+                              marker="o", capsize=3, label=str(policy))
             axis.set_xlabel("budget (reader tokens)")
             axis.set_ylabel(f"mean {HEADINGS.get(metric, metric)}")
             axis.set_title(f"{HEADINGS.get(metric, metric)} vs budget" + (f" ({suffix})" if suffix else ""))
@@ -98,7 +102,7 @@ def plot_reader_ladder(contrast_data: pd.DataFrame | None, layout: Layout, metri
     readers = sorted(data["policy.reader"].astype(str).unique(), key=lambda r: (reader_scale(r), r))
     position = {reader: i for i, reader in enumerate(readers)}
     series = list(dict.fromkeys(data["series"]))
-    width = 0.6 / max(len(series), 1)
+    width = 0.3 / max(len(series), 1)
     fig = Figure(figsize=(max(6.0, 1.6 * len(readers) + 3), 4.8))
     axis = fig.add_subplot(1, 1, 1)
     for i, name in enumerate(series):
@@ -111,8 +115,8 @@ def plot_reader_ladder(contrast_data: pd.DataFrame | None, layout: Layout, metri
     axis.set_xticks(range(len(readers)), readers, rotation=20)
     axis.set_xlabel("reader (ordered by size)")
     axis.set_ylabel(f"Δ mean {HEADINGS.get(metric, metric)} vs baseline")
-    baselines = ", ".join(sorted({str(b) for b in data["baseline"]}))
-    axis.set_title(f"Reader-scale ladder of the contrast (baseline: {baselines})", fontsize="medium")
+    baselines = ", ".join(sorted({str(b) for b in data.get("baseline_name", data["baseline"])}))
+    axis.set_title(f"Reader-scale ladder: policy − baseline ({baselines})", fontsize="medium")
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small", title="policy", title_fontsize="small")
     return [_save(fig, out_dir / "reader_ladder.png")]
@@ -128,7 +132,7 @@ def plot_diversity(result: StudyResult, out_dir: Path, index: int = 0) -> list[P
         return []
     use_redundancy = study.redundancy is not None and study.redundancy.reindex(levels).notna().all()
     x_of = (study.redundancy.reindex(levels) if use_redundancy else pd.Series(levels, index=levels)).to_dict()
-    fig = Figure(figsize=(7.5, 5.0))
+    fig = Figure(figsize=(7.5, 5.8))
     axis = fig.add_subplot(1, 1, 1)
     chosen = study.chosen
     for method, rows in means.groupby("method", sort=True):
@@ -141,9 +145,10 @@ def plot_diversity(result: StudyResult, out_dir: Path, index: int = 0) -> list[P
     axis.set_xlabel("measured pool redundancy (near-duplicate pair share)" if use_redundancy
                     else f"perturbation level ({result.level_name})")
     axis.set_ylabel("test S-Recall@k")
-    for level in levels:
-        axis.annotate(f"{result.level_name}={format_parameter(level)}", (x_of[level], 0), xycoords=("data", "axes fraction"),
-                      xytext=(0, 4), textcoords="offset points", fontsize="x-small", ha="center", color="grey")
+    if use_redundancy:  # name the perturbation level of each redundancy value along the top edge
+        top = axis.secondary_xaxis("top")
+        top.set_xticks([x_of[lv] for lv in levels], [f"{result.level_name}={format_parameter(lv)}" for lv in levels],
+                       fontsize="small")
     handles, labels = axis.get_legend_handles_labels()
     if not study.trigger_rate.empty:
         twin = axis.twinx()
@@ -155,7 +160,8 @@ def plot_diversity(result: StudyResult, out_dir: Path, index: int = 0) -> list[P
             labels.append(f"{method} trigger rate (right axis)")
         twin.set_ylabel("rule trigger rate")
         twin.set_ylim(-0.02, 1.02)
-    axis.legend(handles, labels, fontsize="small", loc="best")
+    # below the axes: the trigger-rate line spans the whole height, so no corner inside is free
+    axis.legend(handles, labels, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     axis.set_title("S-Recall vs measured redundancy" + (f" ({result.label})" if result.label else ""),
                    fontsize="medium")
     axis.grid(alpha=0.3)

@@ -19,7 +19,6 @@ from harness.report.load import (
     RunInfo,
     format_value,
     policy_components,
-    policy_label,
     short_name,
     varies,
 )
@@ -32,7 +31,12 @@ from harness.stats.analyses import (
     oracle_headroom,
     paired_contrast,
 )
-from harness.stats.protocol import DiversityStudy, diversity_study, format_parameter, operating_points
+from harness.stats.protocol import (
+    DiversityStudy,
+    diversity_study,
+    format_parameter,
+    operating_points,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,18 +109,22 @@ def fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, (float, np.floating)):
         if abs(value) >= 1000:
             return f"{value:.0f}"
-        return f"{value:.{digits}f}"
+        return _fixed(value, digits)
     return str(value)
+
+
+def _fixed(value: float, digits: int) -> str:
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no '-0.000'
 
 
 def fmt_ci(mean: float, low: float, high: float, digits: int = 3) -> str:
     if isinstance(mean, float) and math.isnan(mean):
         return "–"
+    digits = 1 if abs(mean) >= 100 else digits
     if math.isnan(low) or math.isnan(high):
-        return fmt(mean, digits)
-    if abs(mean) >= 100:
-        return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+        return _fixed(mean, digits)
+    return f"{_fixed(mean, digits)} [{_fixed(low, digits)}, {_fixed(high, digits)}]"
 
 
 def fmt_p(p: float) -> str:
@@ -294,20 +302,26 @@ def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options
     several = perfect["policy"].nunique() > 1 or any(perfect[k].nunique() > 1 for k in layout.settings)
     if several:
         groups += list(_groups(perfect, [*layout.settings, "policy"]))
+    # Score columns masked to NaN outside their answer-in / answer-dropped subset, so one question-clustered
+    # bootstrap gives every conditional mean (a ratio over the drawn questions' rows).
+    split_columns = {}
+    for outcome in outcomes:
+        for flag, name in ((1.0, "in"), (0.0, "dropped")):
+            split_columns[f"{outcome}_answer_{name}"] = perfect[outcome].where(perfect["answer_in_context"] == flag)
+    perfect = perfect.assign(**split_columns)
     for keys, group in groups:
-        dropped = clustered_mean_ci(group, ["dropped"], "qkey", options.n_resamples, options.confidence,
-                                    options.seed)["dropped"]
+        group = perfect.loc[group.index]
+        summary = clustered_mean_ci(group, ["dropped", *split_columns], "qkey", options.n_resamples,
+                                    options.confidence, options.seed)
         record = {**{k: keys.get(k, "") for k in layout.settings}, "policy": str(keys["policy"]),
-                  "n_rows": len(group), **_ci_columns("share_dropped", dropped)}
+                  "n_rows": len(group), **_ci_columns("share_dropped", summary["dropped"])}
         row_shown = {**{short_name(k): format_value(keys[k]) if k in keys else "all" for k in layout.settings},
-                     "policy": str(keys["policy"]), "rows": fmt(len(group)), "answer dropped": fmt_ci(*dropped)}
-        for outcome in outcomes:
-            for flag, name in ((1.0, "in"), (0.0, "dropped")):
-                subset = group[group["answer_in_context"] == flag]
-                values = clustered_mean_ci(subset, [outcome], "qkey", options.n_resamples, options.confidence,
-                                           options.seed)[outcome]
-                record.update(_ci_columns(f"{outcome}_answer_{name}", values))
-                row_shown[f"{heading(outcome)} | answer {name}"] = fmt_ci(*values)
+                     "policy": str(keys["policy"]), "rows": fmt(len(group)),
+                     "answer dropped": fmt_ci(*summary["dropped"])}
+        for column in split_columns:
+            record.update(_ci_columns(column, summary[column]))
+            outcome, name = column.split("_answer_")
+            row_shown[f"{heading(outcome)} | answer {name}"] = fmt_ci(*summary[column])
         records.append(record)
         shown.append(row_shown)
     note = ("Rows whose retrieval found every gold document (all-gold@k = 1); 'answer dropped' is the share "
@@ -397,6 +411,7 @@ def contrast_tables(
                 if result["n"] == 0:
                     continue
                 record = {**keys, "policy": str(policy), "baseline": str(base),
+                          "baseline_name": f"{short_name(column)}={format_value(value)}",
                           **{f"policy.{c}": components.loc[policy, c] for c in components.columns}, **result}
                 records.append(record)
                 if with_flag:
@@ -540,23 +555,28 @@ def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tu
         for name, (data, display) in _study_tables(result).items():
             prefix = {"study": result.label} if len(studies) > 1 and result.label else {}
             parts.setdefault(name, []).append((data.assign(**prefix), display.assign(**prefix)))
+    reference, pct = options.reference, f"{options.confidence:.0%}"
     titles = {
-        "diversity_operating_points": ("Diversity study: operating points tuned on validation S-Recall",
-                                       f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); "
-                                       "score = mean over levels of mean validation S-Recall; ✓ = chosen."),
-        "diversity_s_recall": ("Diversity study: test S-Recall per method and perturbation level",
-                               "Test questions only, each method at its tuned point; "
-                               f"{options.confidence:.0%} bootstrap intervals over queries."),
-        "diversity_oracles": ("Diversity study: per-query oracles (test)",
-                              "Oracle = each query's best operating point (per method) or best method and point "
-                              f"(all methods); 'improved' = share of queries where it beats {options.reference}."),
-        "diversity_robustness": ("Diversity study: misspecification downside and minimax regret (test)",
-                                 f"Downside = largest loss against {options.reference} over levels; regret = best "
-                                 "method at the level minus the method; ✓ = minimax-regret choice."),
-        "diversity_contrasts": (f"Diversity study: method − {options.reference} per level (test)",
-                                f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} "
-                                "resamples); Holm over all per-level contrasts and, separately, over the "
-                                "heavy−clean interactions (the primary test)."),
+        "diversity_operating_points": (
+            "Diversity study: operating points tuned on validation S-Recall",
+            (f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); score = mean over levels "
+            "of mean validation S-Recall; ✓ = chosen.")),
+        "diversity_s_recall": (
+            "Diversity study: test S-Recall per method and perturbation level",
+            f"Test questions only, each method at its tuned point; {pct} bootstrap intervals over queries."),
+        "diversity_oracles": (
+            "Diversity study: per-query oracles (test)",
+            ("Oracle = each query's best operating point (per method) or best method and point (all methods); "
+            f"'improved' = share of queries where it beats {reference}.")),
+        "diversity_robustness": (
+            "Diversity study: misspecification downside and minimax regret (test)",
+            (f"Downside = largest loss against {reference} over levels; regret = best method at the level minus "
+            "the method; ✓ = minimax-regret choice.")),
+        "diversity_contrasts": (
+            f"Diversity study: method − {reference} per level (test)",
+            (f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} resamples); "
+            "Holm over all per-level contrasts and, separately, over the heavy−clean interactions "
+            "(the primary test).")),
     }
     tables = []
     for name, (title, note) in titles.items():

@@ -58,6 +58,66 @@ def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def grouped_clustered_mean_ci(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    cluster: str,
+    by: Sequence[str] = (),
+    n_resamples: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per group of ``by``: each column's NaN-ignoring row mean and its percentile interval from a bootstrap
+    that resamples whole clusters (a question with all its seeds).
+
+    All groups and columns share one set of cluster draws. Each drawn cluster brings its per-group sums and
+    row counts, so a resampled mean is (sum over drawn clusters) / (rows of drawn clusters) -- the pooled row
+    mean, as if the rows themselves had been resampled cluster by cluster -- and a group without some
+    cluster simply gets no rows from it. Returns one row per group with ``<column>``, ``<column>_ci_low``,
+    ``<column>_ci_high`` (NaN interval with fewer than two clusters).
+    """
+    columns, by = list(columns), list(by)
+    missing = [c for c in (*columns, cluster, *by) if c not in frame.columns]
+    if missing:
+        raise KeyError(f"columns not in the frame: {missing}")
+    if frame.empty:
+        raise ValueError("grouped_clustered_mean_ci needs at least one row")
+    values = frame[columns].astype(float)
+    keys = [frame[cluster], *(frame[b] for b in by)]
+    sums = values.fillna(0.0).groupby(keys, sort=True, observed=True, dropna=False).sum()
+    counts = values.notna().astype(float).groupby(keys, sort=True, observed=True, dropna=False).sum()
+    if by:  # clusters x (group, column)
+        sums = sums.unstack(list(range(1, len(by) + 1)), fill_value=0.0)
+        counts = counts.unstack(list(range(1, len(by) + 1)), fill_value=0.0)
+        counts = counts.reindex(columns=sums.columns, fill_value=0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = sums.sum(axis=0).to_numpy() / counts.sum(axis=0).to_numpy()
+        if len(sums) >= 2:
+            stacked = np.hstack([sums.to_numpy(), counts.to_numpy()])
+            draws = clustered_bootstrap(stacked, np.arange(len(sums)), "mean", n_resamples, seed)
+            width = sums.shape[1]
+            ratios = draws[:, :width] / draws[:, width:]
+        else:
+            ratios = np.full((1, sums.shape[1]), np.nan)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no usable resample
+        ratios = np.where(np.isfinite(ratios), ratios, np.nan)
+        low, high = np.nanpercentile(ratios, [tail, 100.0 - tail], axis=0)
+    result = pd.DataFrame({"mean": point, "ci_low": low, "ci_high": high}, index=sums.columns)
+    if not by:
+        return pd.DataFrame([{name: result.loc[c, stat] for c in columns for stat, name in
+                              (("mean", c), ("ci_low", f"{c}_ci_low"), ("ci_high", f"{c}_ci_high"))}])
+    result.index.names = ["__column__", *by]
+    wide = result.unstack("__column__")  # groups x (stat, column)
+    out = pd.DataFrame(index=wide.index)
+    for column in columns:
+        out[column] = wide[("mean", column)]
+        out[f"{column}_ci_low"] = wide[("ci_low", column)]
+        out[f"{column}_ci_high"] = wide[("ci_high", column)]
+    return out.reset_index()
+
+
 def clustered_mean_ci(
     frame: pd.DataFrame,
     columns: Sequence[str],
@@ -66,22 +126,11 @@ def clustered_mean_ci(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> dict[str, tuple[float, float, float]]:
-    """(mean, low, high) per column: NaN-ignoring row mean and its percentile interval from a bootstrap that
-    resamples whole clusters (a question with all its seeds), all columns from the same draws."""
+    """(mean, low, high) per column for one group of rows; see ``grouped_clustered_mean_ci``."""
     if frame.empty:
         return {c: (math.nan, math.nan, math.nan) for c in columns}
-    values = frame[list(columns)].to_numpy(dtype=float)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        means = np.nanmean(values, axis=0)
-    if frame[cluster].nunique() < 2:
-        return {c: (float(m), math.nan, math.nan) for c, m in zip(columns, means)}
-    draws = clustered_bootstrap(values, frame[cluster].to_numpy(), "mean", n_resamples, seed)
-    out = {}
-    for j, column in enumerate(columns):
-        low, high = percentile_interval(draws[:, j], confidence)
-        out[column] = (float(means[j]), low, high)
-    return out
+    row = grouped_clustered_mean_ci(frame, columns, cluster, (), n_resamples, confidence, seed).iloc[0]
+    return {c: (float(row[c]), float(row[f"{c}_ci_low"]), float(row[f"{c}_ci_high"])) for c in columns}
 
 
 def correlations(x: Any, y: Any) -> dict[str, float]:
@@ -267,7 +316,7 @@ def paired_contrast(
         "mean_a": float(complete["a"].mean()) if len(complete) else math.nan,
         "mean_b": float(complete["b"].mean()) if len(complete) else math.nan,
         **result,
-        "n_pairs": int(len(pairs.dropna(subset=["a", "b"]))),
+        "n_pairs": len(pairs.dropna(subset=["a", "b"])),
     }
 
 
@@ -306,7 +355,7 @@ def gain_decomposition(
         "share_entered": from_entered / total if total != 0 else math.nan,
         "n_entered": int(entered.sum()),
         "n_left": int(left.sum()),
-        "n_pairs": int(len(pairs)),
+        "n_pairs": len(pairs),
         "n": int(n_questions),
     }
 
@@ -345,5 +394,5 @@ def oracle_headroom(
         "ci_high": result["ci_high"],
         "share_improved": float((oracle > complete[best]).mean()),
         "n_policies": int(complete.shape[1]),
-        "n": int(len(complete)),
+        "n": len(complete),
     }

@@ -39,7 +39,7 @@ def split_questions(question_ids: Any, val_fraction: float = 0.2, seed: int = 0)
     unique = np.array(sorted(pd.unique(pd.Series(list(question_ids), dtype=object)), key=str), dtype=object)
     if unique.size < 2:
         raise ValueError(f"a validation/test split needs at least 2 distinct questions, got {unique.size}")
-    n_val = min(max(int(math.floor(val_fraction * unique.size + 0.5)), 1), unique.size - 1)
+    n_val = min(max(math.floor(val_fraction * unique.size + 0.5), 1), unique.size - 1)  # half up
     order = np.random.default_rng(seed).permutation(unique.size)
     return np.sort(unique[order[:n_val]]), np.sort(unique[order[n_val:]])
 

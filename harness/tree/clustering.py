@@ -16,6 +16,7 @@ components).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import warnings
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from sklearn.decomposition import PCA
 from sklearn.mixture import GaussianMixture
+from threadpoolctl import threadpool_limits
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,18 @@ class ClusteringConfig:
         return {**asdict(self), "reducer": resolve_reducer(self.reducer)}
 
 
+def single_blas_thread(function):
+    """Run ``function`` with one BLAS thread: mixtures over a few dozen points in ~10 dimensions are
+    many times faster so (thread start-up dominates such small matrices)."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(1):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
 def umap_available() -> bool:
     return importlib.util.find_spec("umap") is not None
 
@@ -102,7 +116,11 @@ def fit_reducer(embeddings: np.ndarray, dim: int, kind: str, seed: int, n_neighb
             reduced = reducer.fit_transform(embeddings)
     else:
         reducer = PCA(n_components=components, svd_solver="full", random_state=seed)
-        reduced = reducer.fit_transform(embeddings)
+        with warnings.catch_warnings():
+            # Identical rows (repeated chunks) have zero variance: the explained-variance ratio divides
+            # by zero, harmlessly; the mixture's reg_covar handles the degenerate points.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reduced = reducer.fit_transform(embeddings)
     return np.asarray(reduced, dtype=np.float64), reducer
 
 
@@ -138,6 +156,7 @@ def fit_mixture(
     raise ValueError(f"mixture of {n_components} components over {n} points failed up to reg_covar={reg / 10:g}")
 
 
+@single_blas_thread
 def best_mixture_by_bic(points: np.ndarray, config: ClusteringConfig, seed: int) -> GaussianMixture:
     """The mixture of 1 .. min(max_clusters, n) - 1 components with the lowest BIC (RAPTOR's search)."""
     n = len(points)
@@ -169,6 +188,7 @@ def mixture_clusters(points: np.ndarray, config: ClusteringConfig, seed: int) ->
     return [members for _, members in soft_memberships(mixture.predict_proba(points), config.threshold)]
 
 
+@single_blas_thread
 def raptor_clusters(embeddings: np.ndarray, config: ClusteringConfig, seed: int) -> list[np.ndarray]:
     """Clusters (arrays of row indices, ascending) of the embeddings: global pass, then local passes."""
     n = len(embeddings)
@@ -202,6 +222,7 @@ def unique_clusters(clusters: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+@single_blas_thread
 def cap_cluster_tokens(
     clusters: list[np.ndarray],
     embeddings: np.ndarray,
@@ -240,6 +261,7 @@ class SeededFit:
     components: list[int]  # mixture component of each returned cluster (= index of its sub-question)
 
 
+@single_blas_thread
 def seeded_clusters(
     embeddings: np.ndarray, seed_embeddings: np.ndarray, config: ClusteringConfig, seed: int
 ) -> tuple[list[np.ndarray], SeededFit | None]:

@@ -134,12 +134,18 @@ _ENUMERATION = re.compile(
 
 def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
     """Sub-questions from one-per-line output: numbering and bullets stripped, lines of fewer than
-    three words dropped, case-insensitive duplicates dropped, at most ``max_subquestions`` kept."""
+    three words and header lines (ending in ":") dropped, case-insensitive duplicates dropped, at
+    most ``max_subquestions`` kept."""
     found: list[str] = []
     seen: set[str] = set()
     for line in (output or "").splitlines():
-        text = _ENUMERATION.sub("", line).strip().strip('"').strip()
-        if len(text.split()) < 3:
+        text = line.strip()
+        while True:  # "* Sub-question 3: ..." carries two markers
+            stripped = _ENUMERATION.sub("", text).strip().strip('"').strip()
+            if stripped == text:
+                break
+            text = stripped
+        if len(text.split()) < 3 or text.endswith(":"):  # too short, or a header ("Here are ...:")
             continue
         key = " ".join(text.lower().split())
         if key in seen:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from harness.tree.clustering import ClusteringConfig, cap_cluster_tokens, raptor_clusters
 
@@ -125,18 +124,15 @@ class TreeBuilder:
             if len(below) == 0 or len(below) <= settings.stop_at:
                 break
             t = time.perf_counter()
-            counts = np.array(self.measure.count_many([n.text for n in below]), dtype=np.int64)
-            # Mixtures over a few dozen points in ~10 dimensions: one BLAS thread is many times
-            # faster than several (thread start-up dominates such small matrices).
-            with threadpool_limits(1):
-                if layer == 1 and first_layer is not None:
-                    # One cluster per sub-question: never re-split, whatever its length.
-                    clusters = first_layer(below_emb)
-                else:
-                    clusters = raptor_clusters(below_emb, settings.clustering, self.seed)
-                    clusters = cap_cluster_tokens(
-                        clusters, below_emb, counts, settings.max_cluster_tokens, settings.clustering, self.seed
-                    )
+            if layer == 1 and first_layer is not None:
+                # One cluster per sub-question: never re-split, whatever its length.
+                clusters = first_layer(below_emb)
+            else:
+                clusters = raptor_clusters(below_emb, settings.clustering, self.seed)
+                counts = np.array(self.measure.count_many([n.text for n in below]), dtype=np.int64)
+                clusters = cap_cluster_tokens(
+                    clusters, below_emb, counts, settings.max_cluster_tokens, settings.clustering, self.seed
+                )
             timings["cluster_seconds"] += time.perf_counter() - t
 
             t = time.perf_counter()

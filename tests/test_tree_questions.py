@@ -1,0 +1,113 @@
+"""Question analysis for the dynamic tree: parsing the LM's class, rule fallback, sub-question parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.tree.questions import (
+    classify_question,
+    decompose_question,
+    gold_question_class,
+    parse_question_class,
+    parse_subquestions,
+    rule_question_class,
+    table_of_contents,
+)
+
+
+class Scripted:
+    """Returns fixed outputs in turn and records the prompts."""
+
+    def __init__(self, *outputs):
+        self.outputs = list(outputs)
+        self.prompts = []
+
+    def chat(self, prompts, max_new_tokens):
+        self.prompts.extend(prompts)
+        return [self.outputs.pop(0) for _ in prompts]
+
+
+@pytest.mark.parametrize(
+    "output, label",
+    [
+        ("abstractive", "abstractive"),
+        ("Type: Extractive.", "extractive"),
+        ("yes/no", "yes_no"),
+        ("Yes-no", "yes_no"),
+        ("boolean", "yes_no"),
+        ("unanswerable", "unanswerable"),
+        ("The question is unanswerable", "unanswerable"),
+        ("extractive or abstractive", None),  # names two classes: not a decision
+        ("", None),
+        ("I think it is a question", None),
+    ],
+)
+def test_parse_question_class(output, label):
+    assert parse_question_class(output) == label
+
+
+@pytest.mark.parametrize(
+    "question, label",
+    [
+        ("Is the dataset balanced?", "yes_no"),
+        ("Do they use BERT?", "yes_no"),
+        ("How big is the Japanese data?", "extractive"),
+        ("How many annotators were there?", "extractive"),
+        ("How are relations used to propagate polarity?", "abstractive"),
+        ("Why does the model fail on long inputs?", "abstractive"),
+        ("What are the results?", "abstractive"),
+        ("What is the seed lexicon?", "extractive"),
+        ("Which datasets are used?", "extractive"),
+        ("", "extractive"),
+    ],
+)
+def test_rule_question_class(question, label):
+    assert rule_question_class(question) == label
+
+
+def test_classify_uses_the_lm_then_rules_then_gold():
+    lm = Scripted("Abstractive")
+    got = classify_question("What is the seed lexicon?", lm)
+    assert (got.label, got.source, got.raw) == ("abstractive", "lm", "Abstractive")
+    assert "What is the seed lexicon?" in lm.prompts[0]
+    got = classify_question("Do they use BERT?", Scripted("hmm"))
+    assert (got.label, got.source) == ("yes_no", "rules")
+    assert classify_question("Why?", None, mode="gold", qtype="boolean").label == "yes_no"
+    assert classify_question("Why?", None, mode="gold", qtype="").source == "rules"
+    assert classify_question("Why is it?", None, mode="rules").label == "abstractive"
+    with pytest.raises(ValueError, match="classifier"):
+        classify_question("Why?", None, mode="oracle")
+    assert gold_question_class("none") == "unanswerable"
+
+
+def test_parse_subquestions_strips_numbering_drops_short_and_duplicate_lines():
+    output = """Here are the sub-questions:
+1. What is the seed lexicon?
+2) How are discourse relations extracted?
+- How are discourse relations extracted?
+* Sub-question 3: What corpus is used for training?
+ok
+Q4: What results are reported on ACP?"""
+    assert parse_subquestions(output, 10) == [
+        "What is the seed lexicon?",
+        "How are discourse relations extracted?",
+        "What corpus is used for training?",
+        "What results are reported on ACP?",
+    ]
+    assert parse_subquestions(output, 2) == ["What is the seed lexicon?", "How are discourse relations extracted?"]
+    assert parse_subquestions("", 3) == []
+
+
+def test_decomposition_is_grounded_in_the_table_of_contents_and_falls_back_to_the_question():
+    lm = Scripted("1. What does section one say?\n2. What does section two say?")
+    subs, source, _ = decompose_question("Summarise the paper?", "1. Intro\n2. Method", lm, max_subquestions=3)
+    assert subs == ["What does section one say?", "What does section two say?"] and source == "lm"
+    assert "1. Intro\n2. Method" in lm.prompts[0] and "at most 3" in lm.prompts[0]
+    subs, source, _ = decompose_question("Summarise the paper?", "", Scripted("no"), max_subquestions=3)
+    assert subs == ["Summarise the paper?"] and source == "fallback"
+
+
+def test_table_of_contents_keeps_non_blank_lines():
+    lm = Scripted("\n1. Introduction\n\n  2. Method  \n")
+    assert table_of_contents("some document text", lm) == "1. Introduction\n2. Method"
+    assert "some document text" in lm.prompts[0]

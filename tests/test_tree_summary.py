@@ -1,0 +1,290 @@
+"""RAPTOR and the dynamic tree behind the Tree interface, with a fake chat LM and a bag-of-words encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.diversify.none import NoDiversifier
+from harness.pack.base import PackingRequest
+from harness.pack.naive import TopKTruncatePacker
+from harness.pack.snippets import make_snippets, render_context
+from harness.tree.base import TreeServices
+from harness.tree.dtcrs import DynamicTree
+from harness.tree.raptor import RaptorTree
+from harness.tree.recursive import traverse
+from tests.test_tree_fakes import (
+    BagOfWordsEncoder,
+    FakeChatLM,
+    WordTokens,
+    make_long_pool,
+    topic_documents,
+)
+
+SETTINGS = dict(reducer="pca", reduction_dim=2, max_cluster_tokens=None)
+
+
+def services(encoder=None, seed=0):
+    return TreeServices(encoder=encoder or BagOfWordsEncoder(), tokens=WordTokens(), seed=seed)
+
+
+def leaves_under(tree_layers, layer, index):
+    """Leaf indices under a node, by walking children down (the brute-force reference)."""
+    nodes = {index}
+    for depth in range(layer, 0, -1):
+        nodes = {c for i in nodes for c in tree_layers[depth][i].children}
+    return nodes
+
+
+def test_raptor_pool_holds_leaves_and_summaries_ranked_by_cosine():
+    pool = make_long_pool()
+    lm = FakeChatLM()
+    tree = RaptorTree(lm=lm, **SETTINGS)
+    out = tree.expand(pool, services())
+    info = tree.build_info["q1"]
+    assert info["nodes_per_layer"][0] == 18 and len(info["nodes_per_layer"]) >= 2
+    assert len(out.candidates) == len(pool.candidates) + info["summary_nodes"]
+    # Every leaf survives, and summaries are tree:<layer>:<i> with kind summary.
+    assert {c.cand_id for c in out.candidates if c.kind == "document"} == {c.cand_id for c in pool.candidates}
+    summaries = [c for c in out.candidates if c.kind == "summary"]
+    assert summaries and all(c.cand_id.startswith("tree:") for c in summaries)
+    # Sorted by score, descending; embeddings aligned with candidates (score = cosine to the question).
+    scores = np.array([c.score for c in out.candidates])
+    assert np.all(np.diff(scores) <= 1e-7)
+    np.testing.assert_allclose(out.embeddings @ out.query_embedding, scores, atol=1e-5)
+    assert out.embeddings.shape == (len(out.candidates), pool.embeddings.shape[1])
+
+
+def test_summary_sources_are_the_union_of_leaves_beneath():
+    pool = make_long_pool()
+    tree = RaptorTree(lm=FakeChatLM(), **SETTINGS)
+    built, _, _, _ = tree.build(pool, services())
+    docs = pool.example.documents
+    for layer in range(1, len(built.layers)):
+        for node in built.layers[layer]:
+            expected = {docs[i].doc_id for i in leaves_under(built.layers, layer, node.index)}
+            assert set(node.source_ids) == expected
+    # Topic clustering: every first-layer cluster is about one topic (blocks of 6 chunks).
+    for node in built.layers[1]:
+        assert len({c // 6 for c in node.children}) == 1
+
+
+def test_tree_is_cached_per_document_in_memory_and_on_disk(tmp_path):
+    lm = FakeChatLM()
+    tree = RaptorTree(lm=lm, cache_dir=tmp_path, **SETTINGS)
+    svc = services()
+    first = tree.expand(make_long_pool(qid="q1"), svc)
+    calls = lm.calls
+    second = tree.expand(make_long_pool(question="Why do cats purr?", qid="q2"), svc)
+    assert lm.calls == calls and tree.build_info["q2"]["cached"] is True
+    assert tree.build_info["q1"]["tree_key"] == tree.build_info["q2"]["tree_key"]
+    # A new process (fresh tree object, fresh LM) reads the tree from the TextStore.
+    other_lm = FakeChatLM()
+    reread = RaptorTree(lm=other_lm, cache_dir=tmp_path, **SETTINGS).expand(make_long_pool(qid="q1"), svc)
+    assert other_lm.calls == 0
+    assert [c.cand_id for c in reread.candidates] == [c.cand_id for c in first.candidates]
+    assert [c.text for c in reread.candidates] == [c.text for c in first.candidates]
+    assert {c.text for c in second.candidates} == {c.text for c in first.candidates}
+
+
+def test_fixed_seed_gives_identical_trees():
+    def build(seed):
+        tree = RaptorTree(lm=FakeChatLM(), reducer="pca", reduction_dim=3, max_cluster_tokens=None)
+        built, _, _, _ = tree.build(make_long_pool(documents=topic_documents(per_topic=8, seed=5)), services(seed=seed))
+        return [[(n.text, n.children) for n in layer] for layer in built.layers]
+
+    assert build(7) == build(7)
+
+
+@pytest.mark.parametrize("n_chunks", [1, 2])
+def test_tiny_documents_build_without_error(n_chunks):
+    docs = topic_documents(per_topic=1)[:n_chunks]
+    pool = make_long_pool(documents=docs)
+    # RAPTOR's stopping rule: a layer of at most reduction_dim + 1 nodes is not clustered.
+    default = RaptorTree(lm=FakeChatLM()).expand(pool, services())
+    assert [c.cand_id for c in default.candidates] == [c.cand_id for c in pool.candidates]
+    # With the rule off, one or two chunks still build: a single root summary over them.
+    tree = RaptorTree(lm=FakeChatLM(), min_nodes=0, **SETTINGS)
+    out = tree.expand(pool, services())
+    assert tree.build_info["q1"]["nodes_per_layer"] == [n_chunks, 1]
+    root = [c for c in out.candidates if c.kind == "summary"][0]
+    assert set(root.source_ids) == {d.doc_id for d in docs}
+
+
+@pytest.mark.parametrize("n_chunks", [3, 4, 5, 7])
+def test_tiny_clusters_build_without_error(n_chunks):
+    docs = topic_documents(per_topic=3, seed=1)[:n_chunks]
+    tree = RaptorTree(lm=FakeChatLM(), min_nodes=0, reducer="pca", reduction_dim=10, max_cluster_tokens=20)
+    out = tree.expand(make_long_pool(documents=docs), services())
+    layers = tree.build_info["q1"]["nodes_per_layer"]
+    assert layers[0] == n_chunks and len(layers) >= 2
+    assert len(out.candidates) == sum(layers)
+
+
+def test_collapsed_tree_retrieval_respects_the_token_cap():
+    pool = make_long_pool()
+    expanded = RaptorTree(lm=FakeChatLM(), **SETTINGS).expand(pool, services())
+    selected = NoDiversifier().select(expanded)
+    tokens = WordTokens()
+    snippets = make_snippets(selected, tokens, unit="candidate")
+    assert len(snippets) == len(selected.candidates)  # whole nodes, one snippet each
+    encoder = BagOfWordsEncoder()
+    for budget in (10, 45, 100, 250):
+        request = PackingRequest(
+            question=pool.example.question, pool=selected, snippets=snippets,
+            snippet_embeddings=encoder.encode_documents([s.text for s in snippets]),
+            query_embedding=pool.query_embedding, budget=budget, tokens=tokens,
+        )
+        context = TopKTruncatePacker(truncate_last=False).pack(request)
+        # The packer charges one token per separator between snippets.
+        used = sum(s.tokens for s in context.snippets) + max(0, len(context.snippets) - 1)
+        assert used <= budget
+        assert tokens.count(render_context(context.snippets)) <= budget
+        # Collapsed retrieval takes nodes in rank order until the next one would not fit.
+        ranks = [s.rank for s in context.snippets]
+        assert ranks == list(range(len(ranks)))
+        if len(ranks) < len(snippets):
+            assert used + 1 + snippets[len(ranks)].tokens > budget
+
+
+def test_traversal_matches_a_hand_worked_tree():
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    emb = [
+        np.array([[1, 0], [0.9, 0.1], [0, 1], [0.5, 0.5]], dtype=np.float32),  # leaves
+        np.array([[0.2, 0.8], [0.8, 0.2]], dtype=np.float32),  # layer 1: node 0 -> leaves 2,3; node 1 -> 0,1
+        np.array([[0.7, 0.3]], dtype=np.float32),  # root -> both
+    ]
+    children = [[(), (), (), ()], [(2, 3), (0, 1)], [(0, 1)]]
+    assert traverse(emb, children, q, top_k=1) == [(2, 0), (1, 1), (0, 0)]
+    assert traverse(emb, children, q, top_k=2) == [(2, 0), (1, 1), (1, 0), (0, 0), (0, 1)]
+
+
+def test_traversal_pool_keeps_only_nodes_on_the_chosen_paths():
+    pool = make_long_pool()
+    tree = RaptorTree(lm=FakeChatLM(), retrieval="traversal", traversal_top_k=2, **SETTINGS)
+    out = tree.expand(pool, services())
+    built, _, _, _ = tree.build(pool, services())
+    chosen = {c.cand_id for c in out.candidates}
+    top = len(built.layers) - 1
+    assert len([c for c in chosen if c.startswith(f"tree:{top}:")]) == min(2, len(built.layers[top]))
+    # Every chosen leaf sits under a chosen layer-1 node.
+    layer1 = [int(c.split(":")[2]) for c in chosen if c.startswith("tree:1:")]
+    allowed = {pool.example.documents[i].doc_id for n in layer1 for i in built.layers[1][n].children}
+    leaves = {c for c in chosen if not c.startswith("tree:")}
+    assert leaves and leaves <= allowed and len(leaves) <= 2
+
+
+def test_tree_accepts_an_lm_config():
+    tree = RaptorTree(lm={"_target_": "tests.test_tree_fakes.FakeChatLM", "question_class": "yes_no"})
+    lm = tree.language_model()
+    assert isinstance(lm, FakeChatLM) and lm.question_class == "yes_no"
+    with pytest.raises(ValueError, match="no language model"):
+        RaptorTree().language_model()
+
+
+# --------------------------------------------------------------------------------------------- DTCRS
+
+
+def test_dynamic_tree_seeds_the_first_layer_with_subquestion_means():
+    lm = FakeChatLM()
+    encoder = BagOfWordsEncoder()
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    pool = make_long_pool(encoder=encoder)
+    out = tree.expand(pool, services(encoder))
+    info = tree.build_info["q1"]
+    assert info["question_class"] == "abstractive" and info["class_source"] == "lm"
+    assert info["subquestions"] == lm.subquestions and info["subquestion_source"] == "lm"
+    fit = tree.last_fit
+    assert fit.mixture.n_components == 3
+    expected = fit.reducer.transform(encoder.encode_queries(lm.subquestions))
+    np.testing.assert_allclose(fit.mixture.means_init, expected, atol=1e-6)
+    # One first-layer node per sub-question, each about that sub-question's topic.
+    assert info["nodes_per_layer"][:2] == [18, 3]
+    built_children = [set(n.children) for n in _first_layer(tree, pool)]
+    for component, topic_block in zip(fit.components, ([0, 6], [6, 12], [12, 18])):
+        assert set(range(*topic_block)) <= built_children[fit.components.index(component)]
+    assert info["build_seconds"] > 0 and info["timings"]["toc_seconds"] >= 0
+    assert len(out.candidates) == 18 + info["summary_nodes"]
+    # The table of contents reached the decomposition prompt.
+    assert any(p.startswith("Table of contents of a document:\n1. Cats") for p in lm.prompts)
+
+
+def _first_layer(tree, pool):
+    record = tree.cached(tree.build_info[pool.example.question_id]["tree_key"])
+    from harness.tree.summary_tree import SummaryTree
+
+    return SummaryTree.from_json(record["tree"]).layers[1]
+
+
+def test_dynamic_tree_leaves_non_abstractive_questions_alone():
+    lm = FakeChatLM(question_class="extractive")
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    pool = make_long_pool(question="What fuel does the rocket use?")
+    assert tree.expand(pool, services()) is pool
+    info = tree.build_info["q1"]
+    assert info["question_class"] == "extractive" and info["built"] is False and info["summary_nodes"] == 0
+    assert len(lm.prompts) == 1 and lm.prompts[0].startswith("Classify")
+
+
+def test_unparseable_class_falls_back_to_rules_and_gold_mode_reads_the_dataset():
+    lm = FakeChatLM(question_class="I am not sure about this one")
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    tree.expand(make_long_pool(question="How does a rocket engine produce thrust?"), services())
+    assert tree.build_info["q1"]["question_class"] == "abstractive"
+    assert tree.build_info["q1"]["class_source"] == "rules"
+    gold = DynamicTree(lm=FakeChatLM(), classifier="gold", **SETTINGS)
+    pool = make_long_pool(qtype="yes_no")
+    assert gold.expand(pool, services()) is pool
+    assert gold.build_info["q1"]["class_source"] == "gold"
+
+
+def test_failed_decomposition_seeds_with_the_question_itself():
+    lm = FakeChatLM(subquestions=[])
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    tree.expand(make_long_pool(), services())
+    info = tree.build_info["q1"]
+    assert info["subquestions"] == ["How does a rocket engine produce thrust?"]
+    assert info["subquestion_source"] == "fallback"
+    assert info["nodes_per_layer"][1] == 1
+
+
+def test_dynamic_tree_is_cached_per_question():
+    lm = FakeChatLM()
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    svc = services()
+    tree.expand(make_long_pool(qid="q1"), svc)
+    prompts = len(lm.prompts)
+    tree.expand(make_long_pool(qid="q1"), svc)
+    assert tree.build_info["q1"]["cached"] is True
+    assert len(lm.prompts) == prompts + 1  # the classification is asked again (the LM caches it)
+    tree.expand(make_long_pool(question="Why do cats purr so much?", qid="q3"), svc)
+    assert tree.build_info["q3"]["cached"] is False
+
+
+def test_dynamic_tree_rejects_bad_settings():
+    with pytest.raises(ValueError, match="tree_classes"):
+        DynamicTree(lm=FakeChatLM(), tree_classes=["opinion"])
+    with pytest.raises(ValueError, match="classifier"):
+        DynamicTree(lm=FakeChatLM(), classifier="oracle")
+    with pytest.raises(ValueError, match="retrieval"):
+        RaptorTree(lm=FakeChatLM(), retrieval="beam")
+
+
+@pytest.mark.slow
+def test_trees_build_with_the_real_offline_smollm2(tmp_path):
+    from harness.lm.local import LocalChatLM
+    from harness.read.offline_models import default_folder
+
+    lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2", cache_dir=tmp_path,
+                     torch_threads=1, batch_size=4)
+    pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
+    raptor = RaptorTree(lm=lm, min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
+    out = raptor.expand(pool, services())
+    summaries = [c for c in out.candidates if c.kind == "summary"]
+    assert summaries and all(c.text.strip() for c in summaries)
+    dynamic = DynamicTree(lm=lm, classifier="rules", reducer="pca", reduction_dim=2, min_nodes=0,
+                          summary_max_tokens=40, toc_max_tokens=60, decompose_max_tokens=60)
+    dynamic.expand(pool, services())
+    info = dynamic.build_info["q1"]
+    assert info["question_class"] == "abstractive" and info["toc"]
+    assert 1 <= len(info["subquestions"]) <= 4 and info["nodes_per_layer"][0] == 9
