@@ -6,11 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.diversify import rng as rng_module
 from harness.diversify.knn import KNNDiversifier
 from harness.diversify.reference import rng_loop, rng_scores_loop
 from harness.diversify.relevance import sigmoid
-from harness.diversify import rng as rng_module
-from harness.diversify.rng import RNGDiversifier, _prefix_scores, rng_scores, rng_select, rng_select_full
+from harness.diversify.rng import (
+    RNGDiversifier,
+    _prefix_scores,
+    rng_scores,
+    rng_select,
+    rng_select_full,
+)
 from harness.diversify.ties import ascending_order
 from tests.test_diversify_helpers import clustered_arrays, pool_from_arrays, random_pool
 
@@ -216,15 +222,16 @@ def test_second_prefix_sized_from_the_first_settles_the_selection(monkeypatch, s
 
 # A: r .75; B: r .625, occluded by A with a hinge of .75 - .625 = .125, so its score is exactly
 # .375 + .125 = .5; C, D: near copies of A, scores far above .5; L: r .5, orthogonal to all of
-# them, score exactly 1 - .5 = .5, tying with B; four fillers with r 0. Every value is dyadic, so
-# the float arithmetic is exact.
+# them, score exactly 1 - .5 = .5, tying with B; N: r just below .5, but 1 - r rounds to .5, so
+# it ties too; fillers F with r 0. Every other value is dyadic, so the float arithmetic is exact.
 TIE_ROWS = {
-    "A": ([1.0, 0.0, 0.0], 0.75),
-    "B": ([0.75, 0.5, 0.0], 0.625),
-    "C": ([1.0, 0.0, 0.0], 0.5625),
-    "D": ([1.0, 0.0, 0.0], 0.53125),
-    "L": ([0.0, 0.0, 1.0], 0.5),
-    "F": ([0.0, 1.0, 0.0], 0.0),
+    "A": ([1.0, 0.0, 0.0, 0.0], 0.75),
+    "B": ([0.75, 0.5, 0.0, 0.0], 0.625),
+    "C": ([1.0, 0.0, 0.0, 0.0], 0.5625),
+    "D": ([1.0, 0.0, 0.0, 0.0], 0.53125),
+    "L": ([0.0, 0.0, 1.0, 0.0], 0.5),
+    "N": ([0.0, 0.0, 0.0, 1.0], float(np.nextafter(0.5, 0.0))),
+    "F": ([0.0, 1.0, 0.0, 0.0], 0.0),
 }
 
 
@@ -240,6 +247,16 @@ def test_shortcut_keeps_going_when_a_left_out_candidate_could_win_a_tie(monkeypa
     monkeypatch.setattr(rng_module, "FIRST_PREFIX", 4)
     embeddings, relevance = tie_case(["L", "A", "B", "C", "D", "F", "F", "F"])
     np.testing.assert_array_equal(rng_scores(embeddings @ embeddings.T, relevance)[:3], [0.5, 0.25, 0.5])
+    assert full_gram_selection(embeddings, relevance, 2, 0.0) == [1, 0]
+    assert rng_select(embeddings, relevance, 2, 0.0).tolist() == [1, 0]
+
+
+def test_tie_check_looks_at_every_left_out_candidate_not_just_the_most_relevant(monkeypatch):
+    # The most relevant left-out candidate L comes after B in the pool, but the less relevant N,
+    # whose floor rounds to the same .5, comes first, so N beats B.
+    monkeypatch.setattr(rng_module, "FIRST_PREFIX", 4)
+    embeddings, relevance = tie_case(["N", "A", "B", "C", "D", "L", "F", "F"])
+    assert 1.0 - relevance[0] == 0.5 and relevance[0] < 0.5
     assert full_gram_selection(embeddings, relevance, 2, 0.0) == [1, 0]
     assert rng_select(embeddings, relevance, 2, 0.0).tolist() == [1, 0]
 

@@ -189,12 +189,21 @@ def test_client_retries_a_timeout():
 
 
 def test_client_rate_limit_spaces_requests():
+    slept: list[float] = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        time.sleep(seconds)
+
     with ScriptedServer() as server:
-        lm, _ = client(server, min_interval_s=0.25, sleep=time.sleep)
+        lm, _ = client(server, min_interval_s=0.25, sleep=sleep)
+        start = time.monotonic()
         lm.chat(["a", "b", "c"], 2)
-        times = [r["time"] for r in server.requests]
-        assert len(times) == 3
-        assert min(b - a for a, b in zip(times, times[1:])) >= 0.2
+        elapsed = time.monotonic() - start
+        assert len(server.requests) == 3
+        # No wait before the first request; the next two wait out what is left of 0.25 s.
+        assert len(slept) == 2 and all(0 < s <= 0.25 for s in slept)
+        assert elapsed >= 0.5 - 0.01
 
 
 def test_client_reports_missing_key_and_malformed_responses(monkeypatch):
@@ -268,3 +277,14 @@ def test_openai_client_against_a_local_server_running_smollm2(smollm2_folder):
     # The server ran the same greedy model: the client's answer is the local model's.
     model.system_prompt = ""
     assert answer == model.chat(["What is the capital of France?"], 12)[0]
+
+
+def test_client_keeps_responses_received_before_a_failure(tmp_path):
+    script = [(None, {}, {}, 0), (400, {}, {"error": "too long"}, 0)]
+    with ScriptedServer(script) as server:
+        lm, _ = client(server, cache_dir=tmp_path)
+        with pytest.raises(ChatCompletionError):
+            lm.chat(["first", "second"], 3)
+        again, _ = client(server, cache_dir=tmp_path)
+        assert again.chat(["first"], 3) == ["echo:first|max=3"]
+        assert len(server.requests) == 2  # "first" came from the cache

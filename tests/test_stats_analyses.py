@@ -12,6 +12,7 @@ from harness.stats.analyses import (
     correlations,
     diagnostic_correlations,
     gain_decomposition,
+    grouped_clustered_mean_ci,
     holm_adjust,
     incremental_validity,
     matched_pairs,
@@ -187,3 +188,17 @@ def test_clustered_mean_ci_shares_draws_and_handles_one_cluster():
     assert summary["x"][1] <= 2.5 <= summary["x"][2]
     single = clustered_mean_ci(frame[frame["q"] == "a"], ["x"], "q")
     assert single["x"][0] == pytest.approx(2.0) and math.isnan(single["x"][1])
+
+
+def test_grouped_clustered_means_match_groupby_and_share_draws():
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame({"q": np.repeat(np.arange(30), 4), "policy": np.tile(["a", "b"], 60),
+                          "budget": np.tile([64, 64, 96, 96], 30), "x": rng.normal(size=120)})
+    frame.loc[5, "x"] = np.nan
+    table = grouped_clustered_mean_ci(frame, ["x"], "q", ["budget", "policy"], n_resamples=400, seed=2)
+    expected = frame.groupby(["budget", "policy"])["x"].mean().to_numpy()
+    assert table["x"].to_numpy() == pytest.approx(expected)
+    assert (table["x_ci_low"] < table["x"]).all() and (table["x"] < table["x_ci_high"]).all()
+    # a group alone gets the same draws (same clusters, same seed) as within the grouped call
+    alone = clustered_mean_ci(frame[(frame["budget"] == 64) & (frame["policy"] == "a")], ["x"], "q", 400, seed=2)
+    assert alone["x"] == pytest.approx(tuple(table.iloc[0][["x", "x_ci_low", "x_ci_high"]]))

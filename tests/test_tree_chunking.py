@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from harness.tree.chunking import (
@@ -33,14 +35,14 @@ def test_every_chunk_respects_the_cap_and_keeps_every_word_in_order():
     assert all(c.tokens <= 10 for c in chunks)
     assert " ".join(c.text for c in chunks).split() == " ".join(sentences).split()
     # Greedy: no chunk could have taken the next chunk's first sentence.
-    for left, right in zip(chunks, chunks[1:]):
+    for left, right in itertools.pairwise(chunks):
         assert left.tokens + count(right.sentences[0]) > 10
 
 
 def test_a_sentence_longer_than_a_chunk_is_cut_at_words():
     long = " ".join(f"x{i}" for i in range(23))
     assert split_long_sentence(long, 10, count) == [
-        " ".join(f"x{i}" for i in range(0, 10)),
+        " ".join(f"x{i}" for i in range(10)),
         " ".join(f"x{i}" for i in range(10, 20)),
         " ".join(f"x{i}" for i in range(20, 23)),
     ]

@@ -35,12 +35,12 @@ def test_bic_finds_three_separated_groups():
     # would not, and BIC would reward fitting noise).
     config = ClusteringConfig(reducer="pca", reduction_dim=2, local_clustering=False)
     clusters = raptor_clusters(x, config, seed=0)
-    assert sorted(tuple(c) for c in clusters) == [tuple(range(0, 15)), tuple(range(15, 30)), tuple(range(30, 45))]
+    assert sorted(tuple(c) for c in clusters) == [tuple(range(15)), tuple(range(15, 30)), tuple(range(30, 45))]
 
 
 def test_local_pass_only_refines_global_clusters():
     x = blobs()
-    groups = [set(range(0, 15)), set(range(15, 30)), set(range(30, 45))]
+    groups = [set(range(15)), set(range(15, 30)), set(range(30, 45))]
     clusters = raptor_clusters(x, PCA_CONFIG, seed=0)
     # Every local cluster lies inside one global group, and together they cover every node.
     assert all(any(set(c) <= g for g in groups) for c in clusters)
@@ -52,7 +52,7 @@ def test_local_pass_only_refines_global_clusters():
 
 def test_soft_membership_lets_a_node_join_several_clusters_and_never_drops_one():
     probs = np.array([[0.85, 0.15, 0.0], [0.5, 0.45, 0.05], [0.02, 0.03, 0.95], [0.4, 0.35, 0.25]])
-    found = dict((c, tuple(m)) for c, m in soft_memberships(probs, threshold=0.1))
+    found = {c: tuple(m) for c, m in soft_memberships(probs, threshold=0.1)}
     assert found == {0: (0, 1, 3), 1: (0, 1, 3), 2: (2, 3)}
     # Past 1/threshold components a node's posteriors can all sit below the threshold: it still joins its best.
     flat = np.full((1, 20), 0.05)
@@ -101,14 +101,14 @@ def test_seeded_layer_uses_one_component_per_seed_with_reduced_seed_means():
     x = blobs()
     seeds = np.eye(32, dtype=np.float32)[[2, 0]]  # near groups 3 and 1, in that order
     clusters, fit = seeded_clusters(x, seeds, ClusteringConfig(reducer="pca", covariance_type="diag"), seed=0)
-    reduced, reducer = fit_reducer(x, 10, "pca", 0, int((len(x) - 1) ** 0.5))
+    _, reducer = fit_reducer(x, 10, "pca", 0, int((len(x) - 1) ** 0.5))
     np.testing.assert_allclose(fit.mixture.means_init, reducer.transform(seeds), atol=1e-6)
     np.testing.assert_allclose(fit.means_init, fit.mixture.means_init)
     assert fit.mixture.n_components == 2 and isinstance(fit.reducer, PCA)
     # Component 0 was seeded at group 3 and keeps it; component 1 at group 1.
     by_component = dict(zip(fit.components, (tuple(c) for c in clusters)))
     assert set(range(30, 45)) <= set(by_component[0])
-    assert set(range(0, 15)) <= set(by_component[1])
+    assert set(range(15)) <= set(by_component[1])
 
 
 def test_seeded_layer_caps_components_at_the_node_count_and_skips_tiny_inputs():
@@ -137,3 +137,17 @@ def test_config_rejects_bad_values():
         ClusteringConfig(threshold=1.5)
     with pytest.raises(ValueError, match="covariance_type"):
         ClusteringConfig(covariance_type="banded")
+
+
+def test_umap_reducer_when_installed():
+    pytest.importorskip("umap")
+    x = blobs(per_blob=12, spread=0.2)
+    config = ClusteringConfig(reducer="umap")
+    clusters = raptor_clusters(x, config, seed=4)
+    assert set(np.concatenate(clusters)) == set(range(36))
+    assert [tuple(c) for c in clusters] == [tuple(c) for c in raptor_clusters(x, config, seed=4)]
+    seeds = np.eye(32, dtype=np.float32)[[0, 1, 2]]
+    clusters, fit = seeded_clusters(x, seeds, ClusteringConfig(reducer="umap", covariance_type="diag"), seed=4)
+    assert fit.mixture.n_components == 3
+    np.testing.assert_allclose(fit.mixture.means_init, fit.means_init)
+    assert fit.means_init.shape == (3, 10)

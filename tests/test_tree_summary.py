@@ -21,7 +21,7 @@ from tests.test_tree_fakes import (
     topic_documents,
 )
 
-SETTINGS = dict(reducer="pca", reduction_dim=2, max_cluster_tokens=None)
+SETTINGS = {"reducer": "pca", "reduction_dim": 2, "max_cluster_tokens": None}
 
 
 def services(encoder=None, seed=0):
@@ -107,7 +107,7 @@ def test_tiny_documents_build_without_error(n_chunks):
     tree = RaptorTree(lm=FakeChatLM(), min_nodes=0, **SETTINGS)
     out = tree.expand(pool, services())
     assert tree.build_info["q1"]["nodes_per_layer"] == [n_chunks, 1]
-    root = [c for c in out.candidates if c.kind == "summary"][0]
+    root = next(c for c in out.candidates if c.kind == "summary")
     assert set(root.source_ids) == {d.doc_id for d in docs}
 
 

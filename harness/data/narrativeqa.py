@@ -23,7 +23,11 @@ import numpy as np
 
 from harness.data.errors import DatasetFormatError
 from harness.data.quality import html_paragraphs
-from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.tree.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    chunk_paragraphs,
+    resolve_token_counter,
+)
 from harness.types import Document, Example
 
 SPLITS = ("train", "valid", "test")
@@ -47,7 +51,7 @@ def read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
 def story_paragraphs(raw: str, start: str = "", end: str = "") -> list[str]:
     """A story's paragraphs: HTML stripped when it is a web page, cut to [start, end] when both markers
     are found (the official layout's ``story_start``/``story_end``), split at blank lines."""
-    looks_html = bool(re.search(r"<\s*(html|body|pre|p|br)\b", raw[:5000], re.I))
+    looks_html = bool(re.search(r"<\s*(html|body|pre|p|br)\b", raw[:5000], re.IGNORECASE))
     text = "\n\n".join(html_paragraphs(raw)) if looks_html else raw
     if start and end:
         i = text.find(start)

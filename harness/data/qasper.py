@@ -25,7 +25,11 @@ import numpy as np
 
 from harness.data.errors import DatasetFormatError
 from harness.data.load import split_from_filename
-from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.tree.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    chunk_paragraphs,
+    resolve_token_counter,
+)
 from harness.types import Document, Example
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")

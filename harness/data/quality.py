@@ -31,14 +31,18 @@ import numpy as np
 
 from harness.data.errors import DatasetFormatError
 from harness.data.load import split_from_filename
-from harness.tree.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.tree.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    chunk_paragraphs,
+    resolve_token_counter,
+)
 from harness.types import Document, Example
 
 log = logging.getLogger(__name__)
 
 LETTERS = "ABCDEFGHIJ"
-_BLOCK_TAGS = frozenset("p div h1 h2 h3 h4 h5 h6 li blockquote pre hr table tr title body html".split())
-_SKIP_TAGS = frozenset("script style head".split())
+_BLOCK_TAGS = frozenset(["p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "hr", "table", "tr", "title", "body", "html"])
+_SKIP_TAGS = frozenset(["script", "style", "head"])
 
 
 class _ParagraphParser(HTMLParser):
@@ -184,7 +188,7 @@ def load_quality(
             raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", index=index)
         record_id = str(record.get("set_unique_id") or record.get("unique_id") or record.get("article_id") or "") or None
 
-        def fail(message: str, field: str) -> DatasetFormatError:
+        def fail(message: str, field: str, index: int = index, record_id: str | None = record_id) -> DatasetFormatError:
             return DatasetFormatError(path, message, index, record_id, field)
 
         article = record.get("article")

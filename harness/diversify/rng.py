@@ -111,15 +111,16 @@ def _prefix_scores(
     The candidates more relevant than one of the top ``size`` are all among the top ``size``, so
     their scores need only the Gram matrix of those rows. Their hinges are placed at their own
     rows and columns of an otherwise zero (m, m) matrix, which is what the full computation's
-    masked matrix holds in those rows, and summed by the same mat-vec, so every score computed here
-    equals the full computation's bit for bit.
+    masked matrix holds in those rows, and summed by the same (m, m) mat-vec, so every score
+    computed here equals the full computation's bit for bit. (A shorter matrix would not do: BLAS
+    sums a row differently depending on where it falls in the matrix's blocks of rows.)
     """
     m = relevance.shape[0]
     top = slice(0, size) if ranked is None else ranked[:size]
     rows = embeddings[top]
     # NumPy computes rows @ rows.T as one symmetric rank-k update (BLAS syrk), and OpenBLAS's syrk
     # gives every entry independently of the matrix's size and of where the two rows sit in it
-    # (for two rows or more; the prefix has at least FIRST_PREFIX), so these entries are the full
+    # (for two rows or more; a prefix has at least 2k), so these entries are the full
     # Gram matrix's. tests/test_diversify_rng.py checks the resulting scores bit for bit.
     gram = np.asarray(rows @ rows.T, dtype=np.float32)
     hinge = np.zeros((m, m), dtype=np.float32)
@@ -160,11 +161,12 @@ def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: flo
     """Indices of the min(k, m) lowest RNG-Scores, lowest first, lower index first among ties.
 
     Exact shortcut: score(w) >= 1 - r(w), and w's hinges involve only candidates more relevant than
-    w. So candidates are scored in prefixes of the relevance ranking; once the best-scoring k of a
-    prefix beat the floor 1 - r of the most relevant candidate left out (ties: the lower index
-    wins, as in the full computation), no candidate left out can enter the selection and the rest
-    of the Gram matrix is never computed. The selection is the full computation's, ties included
-    (``rng_select_full``).
+    w. So the most relevant candidates are scored first (a prefix of the relevance ranking); once
+    the k best of them beat the floor 1 - r of the most relevant candidate left out (on a tie, only
+    if every left-out candidate has a higher pool index, since the lower index wins), no left-out
+    candidate can enter the selection and the rest of the Gram matrix is never computed. Otherwise
+    one longer prefix, sized so that it must settle the selection, or else the whole pool is
+    scored. The selection is ``rng_select_full``'s, ties included.
     """
     k_eff = check_selection_inputs(embeddings, relevance, k)
     relevance = np.asarray(relevance, dtype=np.float64)
@@ -185,7 +187,7 @@ def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: flo
             return selection
         # Scoring more candidates can only lower the k-th best score, so the prefix that ends
         # just before the first floor above the current k-th score settles the selection.
-        size, limit = int(np.searchsorted(floors, scores[last], side="left")), int(SECOND_PREFIX_SHARE * m)
+        size, limit = int(np.searchsorted(floors, scores[last], side="right")), int(SECOND_PREFIX_SHARE * m)
     return rng_select_full(embeddings, relevance, k_eff, gamma)
 
 

@@ -75,11 +75,17 @@ class CachedChatLM(ABC):
             if len(outputs) != len(missing):
                 raise RuntimeError(f"{self.name}: backend returned {len(outputs)} responses for {len(missing)} prompts")
             new = {self.cache_key(p, max_new_tokens): str(o) for p, o in zip(missing, outputs)}
-            if self.cache is not None:
-                self.cache.put_texts(new)
+            self.save(new)
             found.update(new)
         self._memory.update({k: found[k] for k in keys})
         return [str(found[k]) for k in keys]
+
+    def save(self, responses: dict[str, str]) -> None:
+        """Cache responses by key (backends that answer one prompt at a time save as they go, so a
+        failure part-way through a batch loses nothing already paid for)."""
+        self._memory.update(responses)
+        if self.cache is not None and responses:
+            self.cache.put_texts(responses)
 
     @abstractmethod
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:

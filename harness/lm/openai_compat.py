@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from harness.cache import stable_hash
 from harness.lm.base import CachedChatLM
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class OpenAIChatLM(CachedChatLM):
             raise ValueError(f"{name}: max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
         model_id = f"{model}@{self.base_url}|temperature={float(temperature)}"
+        if extra_body:
+            model_id += f"|extra={stable_hash(dict(extra_body))[:12]}"
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
         self.model = model
         self.api_key_env = api_key_env
@@ -164,4 +167,8 @@ class OpenAIChatLM(CachedChatLM):
         return (content or "").strip()
 
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
-        return [self.complete(p, max_new_tokens) for p in prompts]
+        outputs = []
+        for prompt in prompts:
+            outputs.append(self.complete(prompt, max_new_tokens))
+            self.save({self.cache_key(prompt, max_new_tokens): outputs[-1]})
+        return outputs

@@ -82,7 +82,7 @@ def _mean(values: Sequence[float]) -> float:
 
 _LETTER_ALONE = re.compile(r"^\W*([A-J])\W*$")
 _LETTER_MARKED = re.compile(r"^\s*(?:\(([A-J])\)|([A-J])[.):])")
-_LETTER_STATED = re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-J])\)?(?![\w'])", re.I)
+_LETTER_STATED = re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-J])\)?(?![\w'])", re.IGNORECASE)
 
 
 def map_to_option(answer: str, options: Sequence[str]) -> int | None:
@@ -159,14 +159,16 @@ def bleu(prediction: str, references: Sequence[str], n: int) -> float:
 
 
 def corpus_bleu_score(predictions: Sequence[str], references: Sequence[Sequence[str]], n: int) -> float:
-    """Corpus BLEU-n (n-gram counts pooled over questions before the geometric mean)."""
-    from nltk.translate.bleu_score import corpus_bleu
+    """Corpus BLEU-n (n-gram counts pooled over questions before the geometric mean), smoothed like
+    :func:`bleu`."""
+    from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 
     hyps = [answer_words(p) for p in predictions]
     refs = [[answer_words(r) for r in rs] for rs in references]
     if not any(hyps):
         return 0.0
-    return float(corpus_bleu(refs, hyps, weights=tuple([1.0 / n] * n)))
+    # Smoothing method 1, as for sentence BLEU: a small set of short answers may share no 4-gram.
+    return float(corpus_bleu(refs, hyps, weights=tuple([1.0 / n] * n), smoothing_function=SmoothingFunction().method1))
 
 
 @lru_cache(maxsize=1)
@@ -190,7 +192,7 @@ def meteor_status() -> tuple[bool, str]:
         wordnet.ensure_loaded()
     except LookupError:
         return False, "nltk WordNet corpus not installed (python -m nltk.downloader wordnet needs the network)"
-    except Exception as exc:  # a broken or partial corpus
+    except Exception as exc:  # noqa: BLE001 - a broken or partial corpus (bad zip, bad file) of any kind
         return False, f"nltk WordNet corpus unusable: {type(exc).__name__}: {exc}"
     return True, ""
 

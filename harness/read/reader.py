@@ -50,6 +50,23 @@ def _quiet_lightning():
             logging.getLogger(name).setLevel(level)
 
 
+@contextmanager
+def _torch_threads(count: int | None):
+    """Decoding a small model is latency-bound: on a shared CPU fewer threads can be faster. The
+    setting is process-wide, so it is restored afterwards."""
+    if count is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
     if prompt is None:
         return PromptTemplate()
@@ -82,6 +99,7 @@ class Reader:
         trainer: Mapping[str, Any] | None = None,
         sort_by_length: bool = True,
         show_progress: bool = True,
+        torch_threads: int | None = None,
     ) -> None:
         if offline_model is not None:
             offline_model_spec(offline_model)  # fail on an unknown name now, not at first use
@@ -93,6 +111,8 @@ class Reader:
             raise ValueError(f"reader {name!r}: max_new_tokens must be >= 1, got {max_new_tokens}")
         if num_beams < 1:
             raise ValueError(f"reader {name!r}: num_beams must be >= 1, got {num_beams}")
+        if torch_threads is not None and torch_threads < 1:
+            raise ValueError(f"reader {name!r}: torch_threads must be >= 1 or null, got {torch_threads}")
         resolve_dtype(dtype)  # an unknown dtype fails here, naming itself
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"reader {name!r}: unknown quantization {quantization!r}; choose one of {QUANTIZATIONS}")
@@ -116,6 +136,7 @@ class Reader:
         self.trainer_settings = {k: v for k, v in trainer.items() if v is not None}
         self.sort_by_length = sort_by_length
         self.show_progress = show_progress
+        self.torch_threads = torch_threads
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
         self.generated = 0  # distinct prompts actually run through the model
@@ -240,7 +261,7 @@ class Reader:
         module = self.module
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
         datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length)
-        with _quiet_lightning():
+        with _quiet_lightning(), _torch_threads(self.torch_threads):
             outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=True) or []
         answers = {row["prompt_key"]: row["answer"] for batch in outputs for row in batch}
         lacking = [k for k in keys if k not in answers]

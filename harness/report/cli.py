@@ -136,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         from rich.console import Console
 
-        print_tables(report, Console())
+        # Piped output has no terminal width to follow; a wide page keeps the tables unwrapped.
+        print_tables(report, Console(width=None if sys.stdout.isatty() else 200))
     log.info("%d files written to %s", len(written), out_dir)
     return 0

@@ -148,10 +148,14 @@ def _normalise_column(series: pd.Series) -> pd.Series:
         return series.astype(float)
     if pd.api.types.is_numeric_dtype(series):
         return series
-    present = series[~series.map(_is_missing)]
-    if len(present) and present.map(lambda v: isinstance(v, (bool, np.bool_, int, float, np.number))).all():
-        return pd.to_numeric(series.map(lambda v: np.nan if _is_missing(v) else float(v)))
-    return series.map(lambda v: np.nan if _is_missing(v) else v).astype(object)
+    present = series[series.notna()]
+    try:
+        kinds = {type(v) for v in pd.unique(present)}
+    except TypeError:  # unhashable values (lists): leave as they are
+        return series
+    if kinds and all(issubclass(k, (bool, np.bool_, int, float, np.number)) for k in kinds):
+        return pd.Series(np.where(series.notna(), series, np.nan).astype(float), index=series.index)
+    return series.astype(object).where(series.notna(), np.nan)
 
 
 def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -190,17 +194,18 @@ def hyperparameter_columns(rows: pd.DataFrame, components: Sequence[str]) -> lis
     is a hyper-parameter of it.
     """
     keys = [c for c in (*components, *SETTING_COLUMNS) if c in rows.columns]
-    key_values = [rows[k].map(format_value) for k in keys]
+    candidates = [c for c in rows.columns if c.startswith("cfg.") and c not in _MIRRORED_CFG
+                  and not _is_runtime_key(c) and varies(rows[c])]
+    if not candidates:
+        return []
+    # Distinct combinations only: a sweep has as many as it has jobs, however many rows each holds.
+    seed = ["seed"] if "seed" in rows.columns else []
+    combos = rows[[*keys, *seed, *candidates]].drop_duplicates().astype(object).map(format_value)
     found = []
-    for column in rows.columns:
-        if not column.startswith("cfg.") or column in _MIRRORED_CFG or _is_runtime_key(column):
-            continue
-        if not varies(rows[column]):
-            continue
-        values = rows[column].map(format_value)
-        if "seed" in rows.columns and values.groupby(rows["seed"]).nunique().max() <= 1:
+    for column in candidates:
+        if seed and combos.groupby("seed")[column].nunique().max() <= 1:
             continue  # follows the seed alone (cfg.dataset.seed = ${seed}): replication, not a policy
-        if not keys or values.groupby(key_values).nunique().max() > 1:
+        if not keys or combos.groupby(keys)[column].nunique().max() > 1:
             found.append(column)
     return sorted(found)
 
@@ -268,13 +273,17 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
     label_columns = list(policy) or [c for c in ("tree", "diversifier", "packer") if c in rows.columns]
     rows = rows.copy()
     if label_columns:
-        rows["policy"] = [policy_label(dict(zip(label_columns, values)), label_columns)
-                          for values in zip(*(rows[c] for c in label_columns))]
+        # Label each distinct combination once, then give every row its combination's label.
+        codes = rows.groupby(label_columns, sort=False, dropna=False).ngroup().to_numpy()
+        firsts = rows.iloc[pd.Series(np.arange(len(rows))).groupby(codes).first().to_numpy()]
+        combos = [dict(zip(label_columns, values)) for values in firsts[label_columns].itertuples(index=False)]
+        labels = [policy_label(combo, label_columns) for combo in combos]
+        order = [labels[i] for i in sorted(range(len(combos)), key=lambda i: tuple(
+            _sort_key(combos[i][c]) for c in label_columns))]
+        rows["policy"] = pd.Categorical(np.asarray(labels, dtype=object)[codes],
+                                        categories=list(dict.fromkeys(order)), ordered=True)
     else:
-        rows["policy"] = "all rows"
-    order = sorted(rows["policy"].unique(), key=lambda p: tuple(
-        _sort_key(v) for v in rows.loc[rows["policy"] == p, label_columns].iloc[0]) if label_columns else ())
-    rows["policy"] = pd.Categorical(rows["policy"], categories=order, ordered=True)
+        rows["policy"] = pd.Categorical(["all rows"] * len(rows), categories=["all rows"], ordered=True)
 
     identity = [*settings, "policy", "qkey"] + (["seed"] if "seed" in rows.columns else [])
     repeated = rows.duplicated(subset=identity, keep="first")

@@ -66,6 +66,7 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
                 lines = lines.sort_values("budget")
                 axis.errorbar(lines["budget"] + dodge[policy], lines[metric], yerr=_error_bars(lines, metric),
                               marker="o", capsize=3, label=str(policy))
+            axis.set_xticks(sorted(frame["budget"].unique()))
             axis.set_xlabel("budget (reader tokens)")
             axis.set_ylabel(f"mean {HEADINGS.get(metric, metric)}")
             axis.set_title(f"{HEADINGS.get(metric, metric)} vs budget" + (f" ({suffix})" if suffix else ""))

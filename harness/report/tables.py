@@ -26,6 +26,7 @@ from harness.stats.analyses import (
     clustered_mean_ci,
     diagnostic_correlations,
     gain_decomposition,
+    grouped_clustered_mean_ci,
     holm_adjust,
     incremental_validity,
     oracle_headroom,
@@ -186,26 +187,29 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
     metrics = [m for m in POLICY_METRICS if _numeric(rows, m)]
     if not metrics:
         return None
-    components = policy_components(rows, layout)
-    records, shown = [], []
-    for keys, group in _groups(rows, [*layout.settings, "policy"]):
-        summary = clustered_mean_ci(group, metrics, "qkey", options.n_resamples, options.confidence, options.seed)
-        record = {**keys, **components.loc[keys["policy"]].to_dict(),
-                  "n_questions": int(group["qkey"].nunique()),
-                  "n_seeds": int(group["seed"].nunique()) if "seed" in group else 1, "n_rows": len(group)}
-        for metric in metrics:
-            record.update(_ci_columns(metric, summary[metric]))
-        records.append(record)
-        label_columns = list(layout.policy) or ["policy"]
-        shown.append({**_display_keys({k: keys[k] for k in layout.settings}),
-                      **{short_name(c): format_value(record[c]) for c in label_columns},
-                      "n": fmt(record["n_questions"]),
-                      **{heading(m): fmt_ci(*summary[m], digits=1 if m == "context_tokens" else 3) for m in metrics}})
-    data = pd.DataFrame(records)
+    keys = [*layout.settings, "policy"]
+    summary = grouped_clustered_mean_ci(rows, metrics, "qkey", keys, options.n_resamples, options.confidence,
+                                        options.seed)
+    grouped = rows.groupby(keys, sort=True, observed=True, dropna=False)
+    sizes = pd.DataFrame({"n_questions": grouped["qkey"].nunique(),
+                          "n_seeds": grouped["seed"].nunique() if "seed" in rows.columns else 1,
+                          "n_rows": grouped.size()}).reset_index()
+    components = policy_components(rows, layout).reset_index()
+    data = summary.merge(sizes, on=keys).merge(components, on="policy", how="left")
+    data = data[[*keys, *components.columns.drop("policy"), "n_questions", "n_seeds", "n_rows",
+                 *summary.columns.drop(keys)]]
+    label_columns = list(layout.policy) or ["policy"]
+    shown = pd.DataFrame({
+        **{short_name(k): data[k].map(format_value) for k in layout.settings},
+        **{short_name(c): data[c].map(format_value) for c in label_columns},
+        "n": data["n_questions"].map(fmt),
+        **{heading(m): [fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], digits=1 if m == "context_tokens" else 3)
+                        for _, r in data.iterrows()] for m in metrics},
+    })
     data["policy"] = data["policy"].astype(str)
     note = (f"Means pooled over seeds; {options.confidence:.0%} percentile intervals from a bootstrap that "
             f"resamples questions ({options.n_resamples} resamples). n = questions.")
-    return ReportTable("policy_table", "Policies by budget", data, pd.DataFrame(shown), note)
+    return ReportTable("policy_table", "Policies by budget", data, shown, note)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -297,11 +301,7 @@ def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options
         return None
     outcomes = [o for o in ("f1", "em") if _numeric(rows, o)]
     perfect = perfect.assign(dropped=(perfect["answer_in_context"] == 0).astype(float))
-    records, shown = [], []
-    groups = [({"policy": "all policies"}, perfect)]
     several = perfect["policy"].nunique() > 1 or any(perfect[k].nunique() > 1 for k in layout.settings)
-    if several:
-        groups += list(_groups(perfect, [*layout.settings, "policy"]))
     # Score columns masked to NaN outside their answer-in / answer-dropped subset, so one question-clustered
     # bootstrap gives every conditional mean (a ratio over the drawn questions' rows).
     split_columns = {}
@@ -309,29 +309,42 @@ def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options
         for flag, name in ((1.0, "in"), (0.0, "dropped")):
             split_columns[f"{outcome}_answer_{name}"] = perfect[outcome].where(perfect["answer_in_context"] == flag)
     perfect = perfect.assign(**split_columns)
-    for keys, group in groups:
-        group = perfect.loc[group.index]
-        summary = clustered_mean_ci(group, ["dropped", *split_columns], "qkey", options.n_resamples,
-                                    options.confidence, options.seed)
-        record = {**{k: keys.get(k, "") for k in layout.settings}, "policy": str(keys["policy"]),
-                  "n_rows": len(group), **_ci_columns("share_dropped", summary["dropped"])}
-        row_shown = {**{short_name(k): format_value(keys[k]) if k in keys else "all" for k in layout.settings},
-                     "policy": str(keys["policy"]), "rows": fmt(len(group)),
-                     "answer dropped": fmt_ci(*summary["dropped"])}
-        for column in split_columns:
-            record.update(_ci_columns(column, summary[column]))
-            outcome, name = column.split("_answer_")
-            row_shown[f"{heading(outcome)} | answer {name}"] = fmt_ci(*summary[column])
-        records.append(record)
-        shown.append(row_shown)
+    measured = ["dropped", *split_columns]
+    boot = (options.n_resamples, options.confidence, options.seed)
+    summaries = [grouped_clustered_mean_ci(perfect, measured, "qkey", (), *boot).assign(
+        policy="all policies", n_rows=len(perfect), **{k: "all" for k in layout.settings})]
+    if several:
+        keys = [*layout.settings, "policy"]
+        sizes = perfect.groupby(keys, sort=True, observed=True, dropna=False).size().rename("n_rows").reset_index()
+        summaries.append(grouped_clustered_mean_ci(perfect, measured, "qkey", keys, *boot).merge(sizes, on=keys))
+    data = pd.concat(summaries, ignore_index=True)
+    data["policy"] = data["policy"].astype(str)
+    data = data.rename(columns={"dropped": "share_dropped", "dropped_ci_low": "share_dropped_ci_low",
+                                "dropped_ci_high": "share_dropped_ci_high"})
+    data = data[[*layout.settings, "policy", "n_rows", *[c for c in data.columns
+                                                         if c not in (*layout.settings, "policy", "n_rows")]]]
+
+    def interval(row: pd.Series, column: str) -> str:
+        return fmt_ci(row[column], row[f"{column}_ci_low"], row[f"{column}_ci_high"])
+
+    shown = pd.DataFrame({
+        **{short_name(k): data[k].map(format_value) for k in layout.settings},
+        "policy": data["policy"], "rows": data["n_rows"].map(fmt),
+        "answer dropped": [interval(r, "share_dropped") for _, r in data.iterrows()],
+        **{f"{heading(c.split('_answer_')[0])} | answer {c.split('_answer_')[1]}":
+           [interval(r, c) for _, r in data.iterrows()] for c in split_columns},
+    })
     note = ("Rows whose retrieval found every gold document (all-gold@k = 1); 'answer dropped' is the share "
             "whose packed context lost the answer string.")
-    return ReportTable("retrieval_perfect", "Retrieval-perfect subset", pd.DataFrame(records),
-                       pd.DataFrame(shown), note)
+    return ReportTable("retrieval_perfect", "Retrieval-perfect subset", data, shown, note)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # 5. paired contrasts
+
+
+def _values(rows: pd.DataFrame, column: str) -> set[str]:
+    return {format_value(v) for v in pd.unique(rows[column])}
 
 
 def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -> tuple[str, Any] | None:
@@ -340,10 +353,8 @@ def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -
     components = [c for c in layout.policy if c in COMPONENT_COLUMNS or c.startswith("cfg.")]
     if baseline is None:
         for name in DEFAULT_BASELINES:
-            found = resolve_baseline(rows, layout, name) if any(
-                name in set(rows[c].map(format_value)) for c in components) else None
-            if found:
-                return found
+            if any(name in _values(rows, c) for c in components):
+                return resolve_baseline(rows, layout, name)
         return None
     if "=" in baseline:
         column, value = baseline.split("=", 1)
@@ -354,18 +365,18 @@ def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -
         candidates = [column]
     else:
         value = baseline
-        candidates = [c for c in components if baseline in set(rows[c].map(format_value))]
+        candidates = [c for c in components if baseline in _values(rows, c)]
         if not candidates:
-            values = {short_name(c): sorted(set(rows[c].map(format_value))) for c in components}
+            values = {short_name(c): sorted(_values(rows, c)) for c in components}
             raise ValueError(f"--baseline {baseline!r} is not a value of any varying policy column {values}")
         if len(candidates) > 1:
             log.warning("baseline %r is a value of %s; using %s (write COLUMN=%s to choose)",
                         baseline, candidates, candidates[0], baseline)
     column = candidates[0]
-    matches = rows[column].map(format_value) == value
-    if not matches.any():
+    matches = [v for v in pd.unique(rows[column]) if format_value(v) == value]
+    if not matches:
         raise ValueError(f"--baseline {baseline!r}: no rows have {short_name(column)}={value}")
-    return column, rows.loc[matches, column].iloc[0]
+    return column, matches[0]
 
 
 def baseline_partners(components: pd.DataFrame, column: str, value: Any) -> dict[str, list[str]]:

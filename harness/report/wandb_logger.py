@@ -15,6 +15,16 @@ TABLE_COLUMNS = ["question_id", "question", "gold_answers", "answer", "em", "f1"
                  "answer_in_context_graded", "gold_doc_coverage", "context_tokens", "prompt_tokens"]
 
 
+def sweep_group() -> str | None:
+    """Jobs of one Hydra multirun share a W&B group named after the sweep directory."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return str(HydraConfig.get().sweep.dir)
+
+
 class WandbLogger:
     def __init__(self, project: str = "budgeted-rag", entity: str | None = None, mode: str = "offline",
                  group: str | None = None, tags: list[str] | None = None, log_table: bool = True) -> None:
@@ -27,11 +37,13 @@ class WandbLogger:
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
+        group = self.group or sweep_group()
         run = wandb.init(
             project=self.project,
             entity=self.entity,
             mode=self.mode,
-            group=self.group,
+            group=group,
+            job_type="sweep-job" if group else "run",
             tags=self.tags,
             dir=str(output_dir),
             name=" ".join(f"{k}={v}" for k, v in summary["run"].items()),

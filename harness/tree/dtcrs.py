@@ -7,8 +7,10 @@
    ``toc_input_tokens``: a very long document gets a partial table of contents).
 3. Decompose the question into sub-questions grounded in that table of contents.
 4. Layer 1: one Gaussian-mixture component per sub-question, its mean initialised at the
-   sub-question's embedding after the same reducer fitted on the chunks (``means_init``); every
-   cluster is summarised. Later layers: RAPTOR's BIC-sized clustering and the same stopping rules.
+   sub-question's embedding after the same reducer fitted on the chunks (``means_init``), with
+   diagonal covariances by default (``first_layer_covariance``: full ones over ~n/K chunks are
+   singular and EM folded all chunks into one component on QASPER papers); every cluster is
+   summarised. Later layers: RAPTOR's BIC-sized clustering and the same stopping rules.
 
 The tree depends on the question, so it is cached per (question, document, settings, LM, encoder,
 seed). ``build_info[question_id]`` records the class, its source, the sub-questions, nodes per layer

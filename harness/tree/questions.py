@@ -36,22 +36,22 @@ Break the question into at most {max_subquestions} simpler sub-questions, each a
 
 # Label spellings an LM may use, mapped to the canonical class.
 _LABEL_PATTERNS = {
-    "yes_no": re.compile(r"\byes\s*(?:/|-|_|or|\s)\s*no\b|\bboolean\b|\bbinary\b", re.I),
-    "unanswerable": re.compile(r"\bunanswerable\b|\bnot answerable\b|\bcannot be answered\b", re.I),
-    "abstractive": re.compile(r"\babstractive\b", re.I),
-    "extractive": re.compile(r"\bextractive\b", re.I),
+    "yes_no": re.compile(r"\byes\s*(?:/|-|_|or|\s)\s*no\b|\bboolean\b|\bbinary\b", re.IGNORECASE),
+    "unanswerable": re.compile(r"\bunanswerable\b|\bnot answerable\b|\bcannot be answered\b", re.IGNORECASE),
+    "abstractive": re.compile(r"\babstractive\b", re.IGNORECASE),
+    "extractive": re.compile(r"\bextractive\b", re.IGNORECASE),
 }
 
 _AUXILIARIES = frozenset(
-    "is are was were am do does did can could will would should shall has have had may might must".split()
+    ["is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "will", "would", "should", "shall", "has", "have", "had", "may", "might", "must"]
 )
-_QUANTITY_AFTER_HOW = frozenset("many much big large long often old far few small high low fast well".split())
+_QUANTITY_AFTER_HOW = frozenset(["many", "much", "big", "large", "long", "often", "old", "far", "few", "small", "high", "low", "fast", "well"])
 _ABSTRACTIVE_STARTS = ("why", "explain", "describe", "compare", "summarize", "summarise", "discuss", "in what way")
 _ABSTRACTIVE_NOUNS = re.compile(
     r"^what (?:is|are|was|were) (?:the )?(?:main )?(?:effect|effects|impact|difference|differences|relationship|role|"
     r"reason|reasons|advantage|advantages|benefit|benefits|limitation|limitations|motivation|intuition|idea|"
     r"contribution|contributions|results?|findings?|conclusions?|implications?|challenges?)\b",
-    re.I,
+    re.IGNORECASE,
 )
 
 
@@ -128,7 +128,7 @@ def table_of_contents(document: str, lm, max_new_tokens: int = 200) -> str:
 
 
 _ENUMERATION = re.compile(
-    r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):]|\(?[a-z][.)]|(?:sub-?question|q)\s*\d*\s*[:.)-])\s*", re.I
+    r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):]|\(?[a-z][.)]|(?:sub-?question|q)\s*\d*\s*[:.)-])\s*", re.IGNORECASE
 )
 
 

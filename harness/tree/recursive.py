@@ -24,14 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from harness.cache import TextStore, stable_hash
+from harness.cache import TextStore
 from harness.data.sentences import split_sentences
 from harness.lm.base import build_chat_lm
 from harness.retrieve.dense import document_text
 from harness.tree.base import Tree, TreeServices
 from harness.tree.chunking import WordCounter
 from harness.tree.clustering import ClusteringConfig
-from harness.tree.summary_tree import SUMMARY_PROMPT, BuildSettings, SummaryTree, TreeBuilder, TreeNode
+from harness.tree.summary_tree import (
+    SUMMARY_PROMPT,
+    BuildSettings,
+    SummaryTree,
+    TreeBuilder,
+    TreeNode,
+)
 from harness.types import Candidate, Pool
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from harness.tree.clustering import ClusteringConfig, cap_cluster_tokens, raptor_clusters
+from harness.tree.clustering import (
+    ClusteringConfig,
+    cap_cluster_tokens,
+    raptor_clusters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ class SummaryTree:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "SummaryTree":
+    def from_json(cls, data: dict) -> SummaryTree:
         layers = [
             [TreeNode(li, ni, n["text"], tuple(n["children"]), tuple(n["source_ids"])) for ni, n in enumerate(layer)]
             for li, layer in enumerate(data["layers"])
