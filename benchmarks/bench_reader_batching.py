@@ -37,7 +37,8 @@ def gold_contexts(records: list[dict], reader: Reader, context_tokens: int) -> l
     return rows
 
 
-def make_reader(batch_size: int, cache_dir: str, model_folder: Path, max_new_tokens: int) -> Reader:
+def make_reader(batch_size: int, cache_dir: str, model_folder: Path, max_new_tokens: int,
+                torch_threads: int | None = None) -> Reader:
     return Reader(
         name="smollm2-135m",
         pretrained=str(model_folder),
@@ -48,6 +49,7 @@ def make_reader(batch_size: int, cache_dir: str, model_folder: Path, max_new_tok
         cache_dir=cache_dir,
         trainer={"accelerator": "cpu", "devices": 1, "strategy": "auto"},
         show_progress=False,
+        torch_threads=torch_threads,
     )
 
 
@@ -65,8 +67,11 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=160)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--model-folder", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="threads while generating (0: torch's default); one is fastest on a shared CPU")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
+    threads = args.torch_threads or None
 
     records = json.loads(args.data.read_text())[: args.n]
     probe = make_reader(1, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens)
@@ -75,12 +80,12 @@ def main() -> None:
     prompt_tokens = [probe.count_prompt_tokens(p) for p in prompts]
     print(f"{len(prompts)} questions, prompt tokens mean {sum(prompt_tokens) / len(prompts):.0f} "
           f"(min {min(prompt_tokens)}, max {max(prompt_tokens)}), max_new_tokens {args.max_new_tokens}, "
-          f"torch threads {torch.get_num_threads()}")
+          f"generation threads {threads or torch.get_num_threads()}")
 
     figures: dict[str, object] = {"questions": len(prompts)}
     results: dict[int, tuple[list[str], float, Reader]] = {}
     for batch_size in [1, *args.batch_sizes]:
-        reader = make_reader(batch_size, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens)
+        reader = make_reader(batch_size, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens, threads)
         reader.answer(["Warm-up prompt: say hello."])  # weights load and first-call costs, untimed
         answers, seconds = timed_answers(reader, prompts)
         assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"

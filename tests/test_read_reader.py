@@ -34,6 +34,7 @@ def make_reader(folder: Path, cache_dir, batch_size: int, dtype: str = "float32"
         max_new_tokens=max_new_tokens,
         cache_dir=cache_dir,
         show_progress=False,
+        torch_threads=1,  # decoding a 135M model is latency-bound; one thread is fastest on a busy CPU
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 
-SWEEP = ["+sweeps=smoke", "hydra/launcher=local_parallel", "reader.batch_size=1", "read_chunk=1", "-m"]
+SWEEP = ["-m", "+sweeps=smoke", "hydra/launcher=local_parallel", "reader.batch_size=1", "read_chunk=1"]
 
 
 def launch(sweep_dir: Path, cache_dir: Path) -> subprocess.Popen:

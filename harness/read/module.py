@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+
+
+@contextmanager
+def limited_torch_threads(count: int | None):
+    """Decoding a small model is latency-bound: on a shared CPU fewer threads can be faster. The
+    setting is process-wide, so it is restored afterwards."""
+    if count is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def clean_answer(text: str) -> str:
@@ -53,6 +69,7 @@ class ReaderModule(pl.LightningModule):
         num_beams: int = 1,
         add_special_tokens: bool = False,
         placed: bool = False,
+        torch_threads: int | None = None,
     ) -> None:
         super().__init__()
         if placed:
@@ -60,6 +77,7 @@ class ReaderModule(pl.LightningModule):
         else:
             self.model = model
         self.placed = placed
+        self.torch_threads = torch_threads
         self.tokenizer = tokenizer
         self.add_special_tokens = add_special_tokens
         self.is_encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
@@ -78,7 +96,8 @@ class ReaderModule(pl.LightningModule):
         encoded = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         ).to(self.input_device)
-        output = self.generator.generate(**encoded, generation_config=self.generation_config)
+        with limited_torch_threads(self.torch_threads):
+            output = self.generator.generate(**encoded, generation_config=self.generation_config)
         if not self.is_encoder_decoder:  # a causal LM echoes the (left-padded) prompt first
             output = output[:, encoded["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)

@@ -50,23 +50,6 @@ def _quiet_lightning():
             logging.getLogger(name).setLevel(level)
 
 
-@contextmanager
-def _torch_threads(count: int | None):
-    """Decoding a small model is latency-bound: on a shared CPU fewer threads can be faster. The
-    setting is process-wide, so it is restored afterwards."""
-    if count is None:
-        yield
-        return
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
     if prompt is None:
         return PromptTemplate()
@@ -216,6 +199,7 @@ class Reader:
                 num_beams=self.num_beams,
                 add_special_tokens=self.add_special_tokens,
                 placed=default_device_map(self.quantization, self.device_map) is not None,
+                torch_threads=self.torch_threads,
             )
         return self._module
 
@@ -261,7 +245,7 @@ class Reader:
         module = self.module
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
         datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length)
-        with _quiet_lightning(), _torch_threads(self.torch_threads):
+        with _quiet_lightning():
             outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=True) or []
         answers = {row["prompt_key"]: row["answer"] for batch in outputs for row in batch}
         lacking = [k for k in keys if k not in answers]

@@ -9,14 +9,32 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.report.load import REPORT_DIR, annotate, load_runs, short_name
+import pandas as pd
+
+from harness.report.diversity import diversity_tables
+from harness.report.load import (
+    REPORT_DIR,
+    Layout,
+    RunInfo,
+    annotate,
+    load_runs,
+    short_name,
+)
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
 from harness.report.tables import (
     Options,
     Report,
-    build_report,
+    contrast_tables,
+    diagnostic_tables,
+    has_values,
+    incremental_validity_table,
+    inputs_table,
+    oracle_table,
+    policy_table,
     print_tables,
     render_markdown,
+    resolve_baseline,
+    retrieval_perfect_table,
 )
 
 log = logging.getLogger("harness.report")
@@ -79,6 +97,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="write tables only")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
     return parser
+
+
+def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
+    """Every section the rows support, in report order."""
+    if not has_values(rows, options.metric):
+        numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
+        raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
+    # An explicit baseline that names nothing is an input error: report it before any work is done.
+    baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
+    report = Report(layout=layout)
+    report.tables.append(inputs_table(infos, rows))
+    table = policy_table(rows, layout, options)
+    if table is not None:
+        report.tables.append(table)
+        report.policy_data = table.data
+    report.tables.extend(diagnostic_tables(rows, options))
+    for table in (incremental_validity_table(rows, options), retrieval_perfect_table(rows, layout, options)):
+        if table is not None:
+            report.tables.append(table)
+    tables, report.contrast_data = contrast_tables(rows, layout, options, baseline)
+    report.tables.extend(tables)
+    table = oracle_table(rows, layout, options)
+    if table is not None:
+        report.tables.append(table)
+    tables, report.studies = diversity_tables(rows, layout, options)
+    report.tables.extend(tables)
+    return report
 
 
 def default_out_dir(dirs: Sequence[str]) -> Path:

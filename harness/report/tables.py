@@ -1,4 +1,4 @@
-"""The report's sections as tables: each a numeric frame (written as CSV) and a formatted one (markdown and
+"""The report's sections 0-6 as tables (the diversity study is in ``harness.report.diversity``): each a numeric frame (written as CSV) and a formatted one (markdown and
 terminal). A section whose columns or variation are absent from the rows yields no table.
 """
 
@@ -32,12 +32,7 @@ from harness.stats.analyses import (
     oracle_headroom,
     paired_contrast,
 )
-from harness.stats.protocol import (
-    DiversityStudy,
-    diversity_study,
-    format_parameter,
-    operating_points,
-)
+from harness.stats.protocol import DiversityStudy
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +47,6 @@ HEADINGS = {
     "s_recall": "S-Recall",
 }
 DEFAULT_BASELINES = ("packed", "knn")
-# Perturbation strength columns, in the order they are looked for.
-LEVEL_COLUMNS = ("cfg.perturb.rho", "cfg.perturb.overlap")
-# Columns that change what a diversifier is given to select from; the study is run per value of these.
-SELECTION_COLUMNS = ("dataset", "retriever", "tree", "k")
-SELECTION_CFG_PREFIXES = ("cfg.retriever.", "cfg.tree.", "cfg.dataset.")
 
 
 @dataclass(frozen=True)
@@ -143,11 +133,11 @@ def _ci_columns(prefix: str, values: tuple[float, float, float]) -> dict[str, fl
     return {prefix: mean, f"{prefix}_ci_low": low, f"{prefix}_ci_high": high}
 
 
-def _numeric(rows: pd.DataFrame, column: str) -> bool:
+def has_values(rows: pd.DataFrame, column: str) -> bool:
     return column in rows.columns and pd.api.types.is_numeric_dtype(rows[column]) and rows[column].notna().any()
 
 
-def _groups(rows: pd.DataFrame, keys: Sequence[str]):
+def iter_groups(rows: pd.DataFrame, keys: Sequence[str]):
     """groupby over keys (possibly none), yielding (dict of key values, group)."""
     keys = list(keys)
     if not keys:
@@ -184,7 +174,7 @@ def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
 
 
 def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
-    metrics = [m for m in POLICY_METRICS if _numeric(rows, m)]
+    metrics = [m for m in POLICY_METRICS if has_values(rows, m)]
     if not metrics:
         return None
     keys = [*layout.settings, "policy"]
@@ -217,8 +207,8 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
 
 
 def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]:
-    outcomes = [o for o in ("f1", "em") if _numeric(rows, o)]
-    diagnostics = [d for d in DIAGNOSTICS if _numeric(rows, d) and varies(rows[d].dropna())]
+    outcomes = [o for o in ("f1", "em") if has_values(rows, o)]
+    diagnostics = [d for d in DIAGNOSTICS if has_values(rows, d) and varies(rows[d].dropna())]
     if not outcomes or not diagnostics:
         return []
     long = diagnostic_correlations(rows, diagnostics, outcomes)
@@ -234,7 +224,7 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
     tables = [ReportTable("diagnostic_validity", "Diagnostic validity: correlation with reader scores", wide,
                           display, "Pooled over policy x question x seed rows.")]
 
-    if _numeric(rows, "answer_in_context") and rows["answer_in_context"].dropna().isin([0, 1]).all():
+    if has_values(rows, "answer_in_context") and rows["answer_in_context"].dropna().isin([0, 1]).all():
         records, shown = [], []
         for flag in (1.0, 0.0):
             subset = rows[rows["answer_in_context"] == flag]
@@ -260,7 +250,7 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
 
 def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTable | None:
     needed = (options.metric, "recall_at_k", "answer_in_context")
-    if not all(_numeric(rows, c) for c in needed):
+    if not all(has_values(rows, c) for c in needed):
         return None
     complete = rows.dropna(subset=list(needed))
     if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
@@ -294,12 +284,12 @@ def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTa
 
 
 def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
-    if not (_numeric(rows, "all_gold_at_k") and _numeric(rows, "answer_in_context")):
+    if not (has_values(rows, "all_gold_at_k") and has_values(rows, "answer_in_context")):
         return None
     perfect = rows[(rows["all_gold_at_k"] == 1) & rows["answer_in_context"].notna()]
     if perfect.empty:
         return None
-    outcomes = [o for o in ("f1", "em") if _numeric(rows, o)]
+    outcomes = [o for o in ("f1", "em") if has_values(rows, o)]
     perfect = perfect.assign(dropped=(perfect["answer_in_context"] == 0).astype(float))
     several = perfect["policy"].nunique() > 1 or any(perfect[k].nunique() > 1 for k in layout.settings)
     # Score columns masked to NaN outside their answer-in / answer-dropped subset, so one question-clustered
@@ -400,7 +390,7 @@ def contrast_tables(
 ) -> tuple[list[ReportTable], pd.DataFrame | None]:
     """Paired contrasts against the baseline (``resolved``: its (column, value), else from the options)."""
     metric = options.metric
-    if not _numeric(rows, metric) or not layout.policy:
+    if not has_values(rows, metric) or not layout.policy:
         return [], None
     resolved = resolved or resolve_baseline(rows, layout, options.baseline)
     if resolved is None:
@@ -408,9 +398,9 @@ def contrast_tables(
     column, value = resolved
     components = policy_components(rows, layout)
     partners = baseline_partners(components, column, value)
-    with_flag = _numeric(rows, "answer_in_context")
+    with_flag = has_values(rows, "answer_in_context")
     records, decompositions = [], []
-    for keys, group in _groups(rows, layout.settings):
+    for keys, group in iter_groups(rows, layout.settings):
         by_policy = {p: g for p, g in group.groupby("policy", observed=True)}
         for policy, bases in partners.items():
             for base in bases:
@@ -467,10 +457,10 @@ def contrast_tables(
 
 def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
     metric = options.metric
-    if not _numeric(rows, metric) or not layout.context:
+    if not has_values(rows, metric) or not layout.context:
         return None
     records, shown = [], []
-    for keys, group in _groups(rows, [*layout.settings, *layout.conditions]):
+    for keys, group in iter_groups(rows, [*layout.settings, *layout.conditions]):
         scores = group.groupby(["qkey", "policy"], observed=True)[metric].mean().unstack("policy")
         if scores.shape[1] < 2 or scores.dropna().empty:
             continue
@@ -491,215 +481,7 @@ def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 7. diversity study
-
-
-def _perturbation_families(rows: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
-    """(family label, level name, rows with a numeric ``level`` column) per perturbation family.
-
-    Unperturbed rows (perturb=none) join a family as its level 0 when the family has no level 0 itself.
-    """
-    level_columns = [c for c in LEVEL_COLUMNS if c in rows.columns and rows[c].notna().any()]
-    perturb = rows["perturb"].map(format_value) if "perturb" in rows.columns else pd.Series("none", index=rows.index)
-    clean = rows[perturb.isin(["none", "-"])]
-    families = []
-    for family in sorted(set(perturb) - {"none", "-"}):
-        members = rows[perturb == family]
-        column = next((c for c in level_columns if members[c].notna().any()), None)
-        if column is None:
-            families.append((family, "level", members.assign(level=0.0)))
-            continue
-        leveled = members.assign(level=pd.to_numeric(members[column], errors="coerce"))
-        if not clean.empty and not (leveled["level"] == 0).any():
-            leveled = pd.concat([clean.assign(level=0.0), leveled], ignore_index=True)
-        families.append((family, column.rsplit(".", 1)[-1], leveled))
-    if not families and not clean.empty:
-        families.append(("none", "level", clean.assign(level=0.0)))
-    return families
-
-
-def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
-    parameters = [c for c in layout.policy if c.startswith("cfg.diversifier.")]
-    scores = pd.DataFrame({
-        "method": rows["diversifier"].astype(str),
-        "point": operating_points(rows, "diversifier", parameters),
-        "level": rows["level"].astype(float),
-        "question": rows["qkey"],
-        "seed": rows["seed"] if "seed" in rows.columns else 0,
-        "value": rows["s_recall"].astype(float),
-        "pool_redundancy": rows["pool_redundancy"] if "pool_redundancy" in rows.columns else np.nan,
-        "rule_triggered": rows["rule_triggered"] if "rule_triggered" in rows.columns else np.nan,
-    })
-    # Selection happens before packing and reading: rows that differ only in budget, packer or reader
-    # repeat the same selection, so they collapse to one.
-    keys = ["method", "point", "level", "question", "seed"]
-    return scores.groupby(keys, as_index=False, sort=True)[["value", "pool_redundancy", "rule_triggered"]].mean()
-
-
-def _selection_strata(layout: Layout) -> list[str]:
-    return [c for c in (*layout.settings, *layout.policy)
-            if c in SELECTION_COLUMNS or c.startswith(SELECTION_CFG_PREFIXES)]
-
-
-def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tuple[list[ReportTable], list[StudyResult]]:
-    if not _numeric(rows, "s_recall") or "diversifier" not in rows.columns:
-        return [], []
-    if options.reference not in set(rows["diversifier"].astype(str)) or rows["diversifier"].nunique() < 2:
-        return [], []
-    studies: list[StudyResult] = []
-    for keys, stratum in _groups(rows, _selection_strata(layout)):
-        for family, level_name, family_rows in _perturbation_families(stratum):
-            scores = _study_scores(family_rows, layout)
-            if scores["question"].nunique() < 2 or scores["method"].nunique() < 2:
-                continue
-            label = ", ".join([*(f"{short_name(k)}={format_value(v)}" for k, v in keys.items()),
-                               *([f"perturb={family}"] if family != "none" else [])])
-            study = diversity_study(scores, reference=options.reference, val_fraction=options.val_fraction,
-                                    n_resamples=options.study_resamples, confidence=options.confidence,
-                                    seed=options.seed, redundancy_column="pool_redundancy",
-                                    trigger_column="rule_triggered")
-            studies.append(StudyResult(label, level_name, study))
-    if not studies:
-        return [], []
-    parts: dict[str, list[tuple[pd.DataFrame, pd.DataFrame]]] = {}
-    for result in studies:
-        for name, (data, display) in _study_tables(result).items():
-            prefix = {"study": result.label} if len(studies) > 1 and result.label else {}
-            parts.setdefault(name, []).append((data.assign(**prefix), display.assign(**prefix)))
-    reference, pct = options.reference, f"{options.confidence:.0%}"
-    titles = {
-        "diversity_operating_points": (
-            "Diversity study: operating points tuned on validation S-Recall",
-            (f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); score = mean over levels "
-            "of mean validation S-Recall; ✓ = chosen.")),
-        "diversity_s_recall": (
-            "Diversity study: test S-Recall per method and perturbation level",
-            f"Test questions only, each method at its tuned point; {pct} bootstrap intervals over queries."),
-        "diversity_oracles": (
-            "Diversity study: per-query oracles (test)",
-            ("Oracle = each query's best operating point (per method) or best method and point (all methods); "
-            f"'improved' = share of queries where it beats {reference}.")),
-        "diversity_robustness": (
-            "Diversity study: misspecification downside and minimax regret (test)",
-            (f"Downside = largest loss against {reference} over levels; regret = best method at the level minus "
-            "the method; ✓ = minimax-regret choice.")),
-        "diversity_contrasts": (
-            f"Diversity study: method − {reference} per level (test)",
-            (f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} resamples); "
-            "Holm over all per-level contrasts and, separately, over the heavy−clean interactions "
-            "(the primary test).")),
-    }
-    tables = []
-    for name, (title, note) in titles.items():
-        if name in parts:
-            data = pd.concat([d for d, _ in parts[name]], ignore_index=True)
-            display = pd.concat([s for _, s in parts[name]], ignore_index=True)
-            if "study" in display.columns:
-                display = display[["study", *[c for c in display.columns if c != "study"]]]
-            tables.append(ReportTable(name, title, data, display, note))
-    return tables, studies
-
-
-def _method_label(method: str, point: str) -> str:
-    return method if point == "default" else f"{method} ({point})"
-
-
-def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
-    study, level_name = result.study, result.level_name
-    chosen = study.chosen
-
-    def level_label(level: Any) -> str:
-        return f"{level_name}={format_parameter(level)}" if not isinstance(level, str) else level
-
-    out = {}
-    tuning = study.tuning
-    out["diversity_operating_points"] = (tuning, pd.DataFrame({
-        "method": tuning["method"], "operating point": tuning["point"], "validation S-Recall":
-        tuning["val_score"].map(fmt), "n val": tuning["n_val_queries"].map(fmt),
-        "chosen": tuning["chosen"].map(lambda c: "✓" if c else "")}))
-
-    means = study.means
-    levels = sorted(means["level"].unique())
-    methods = [study.reference] + sorted(m for m in means["method"].unique() if m != study.reference)
-    data_rows, shown_rows = [], []
-    for method in methods:
-        mine = means[means["method"] == method].set_index("level")
-        label = _method_label(method, chosen.get(method, "default"))
-        data_rows.append({"row": label, **{level_label(lv): mine.loc[lv, "mean"] if lv in mine.index else np.nan
-                                          for lv in levels}})
-        shown_rows.append({"": label, **{level_label(lv): fmt_ci(*mine.loc[lv, ["mean", "ci_low", "ci_high"]])
-                                         if lv in mine.index else "–" for lv in levels}})
-    if study.redundancy is not None:
-        data_rows.append({"row": "measured redundancy", **{level_label(lv): study.redundancy.get(lv, np.nan)
-                                                           for lv in levels}})
-        shown_rows.append({"": "measured redundancy (pool)", **{level_label(lv): fmt(study.redundancy.get(lv, np.nan))
-                                                                for lv in levels}})
-    for method, rates in study.trigger_rate.iterrows():
-        data_rows.append({"row": f"{method} trigger rate", **{level_label(lv): rates.get(lv, np.nan) for lv in levels}})
-        shown_rows.append({"": f"{method} trigger rate", **{level_label(lv): fmt(rates.get(lv, np.nan)) for lv in levels}})
-    out["diversity_s_recall"] = (pd.DataFrame(data_rows), pd.DataFrame(shown_rows))
-
-    oracles = study.oracles
-    out["diversity_oracles"] = (oracles, pd.DataFrame({
-        "level": oracles["level"].map(level_label), "method": oracles["method"],
-        "tuned": oracles["tuned_mean"].map(fmt), "oracle": oracles["oracle_mean"].map(fmt),
-        study.reference: oracles["reference_mean"].map(fmt), "improved": oracles["share_improved"].map(fmt),
-        "n": oracles["n"].map(fmt)}))
-
-    if study.regret is not None and study.downside is not None:
-        robust = study.regret.merge(study.downside, on="method", how="left")
-        robust["worst_level"] = robust["worst_level"].map(lambda v: v if pd.isna(v) else float(v))
-        shown = pd.DataFrame({"method": robust["method"].map(lambda m: _method_label(m, chosen.get(m, "default")))})
-        for column in [c for c in robust.columns if c.startswith("regret@")]:
-            shown[f"regret {level_label(float(column.split('@', 1)[1]))}"] = robust[column].map(fmt)
-        shown["max regret"] = robust["max_regret"].map(fmt)
-        shown["minimax"] = robust["minimax"].map(lambda c: "✓" if c else "")
-        shown[f"downside vs {study.reference}"] = robust["downside"].map(fmt)
-        shown["worst level"] = robust["worst_level"].map(lambda v: "–" if pd.isna(v) else level_label(v))
-        shown["loss at heaviest"] = robust["loss_at_heaviest"].map(fmt)
-        out["diversity_robustness"] = (robust, shown)
-
-    contrasts = study.contrasts
-    if not contrasts.empty:
-        out["diversity_contrasts"] = (contrasts, pd.DataFrame({
-            "method": contrasts["method"].map(lambda m: _method_label(m, chosen.get(m, "default"))),
-            "level": [("heavy − clean (primary)" if k == "interaction" else level_label(lv))
-                      for lv, k in zip(contrasts["level"], contrasts["kind"])],
-            f"Δ S-Recall vs {study.reference} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high)
-                                                      for r in contrasts.itertuples()],
-            "p": contrasts["p_value"].map(fmt_p), "p (Holm)": contrasts["p_holm"].map(fmt_p),
-            "n": contrasts["n"].map(fmt)}))
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# assembly and rendering
-
-
-def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
-    if not _numeric(rows, options.metric):
-        numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
-        raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
-    # An explicit baseline that names nothing is an input error: report it before any work is done.
-    baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
-    report = Report(layout=layout)
-    report.tables.append(inputs_table(infos, rows))
-    table = policy_table(rows, layout, options)
-    if table is not None:
-        report.tables.append(table)
-        report.policy_data = table.data
-    report.tables.extend(diagnostic_tables(rows, options))
-    for table in (incremental_validity_table(rows, options), retrieval_perfect_table(rows, layout, options)):
-        if table is not None:
-            report.tables.append(table)
-    tables, report.contrast_data = contrast_tables(rows, layout, options, baseline)
-    report.tables.extend(tables)
-    table = oracle_table(rows, layout, options)
-    if table is not None:
-        report.tables.append(table)
-    tables, report.studies = diversity_tables(rows, layout, options)
-    report.tables.extend(tables)
-    return report
+# rendering
 
 
 def _escape(cell: Any) -> str:
@@ -727,7 +509,7 @@ def render_markdown(report: Report, title: str, preamble: Sequence[str] = (), pl
     return "\n".join(parts) + "\n"
 
 
-def _looks_numeric(cells: pd.Series) -> bool:
+def _lookshas_values(cells: pd.Series) -> bool:
     return bool(len(cells)) and cells.map(lambda c: str(c)[:1] in set("0123456789-–<.")).all()
 
 
@@ -737,7 +519,7 @@ def print_tables(report: Report, console) -> None:
     for table in report.tables:
         view = Table(title=table.title, caption=table.note or None, caption_justify="left")
         for column in table.display.columns:
-            view.add_column(str(column), justify="right" if _looks_numeric(table.display[column]) else "left",
+            view.add_column(str(column), justify="right" if _lookshas_values(table.display[column]) else "left",
                             overflow="fold")
         for values in table.display.itertuples(index=False):
             view.add_row(*(str(v) for v in values))

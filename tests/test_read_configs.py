@@ -1,0 +1,75 @@
+"""Every reader config instantiates with a minimal config, loading no weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from harness.read.offline_models import ensure_offline_model
+from harness.read.prompt import PromptTemplate
+from harness.read.reader import Reader
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+MODELS_DIR = REPO / ".cache/models"
+READER_CONFIGS = sorted(p.stem for p in (CONF / "reader").glob("*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder() -> Path:
+    return ensure_offline_model("smollm2", MODELS_DIR / "SmolLM2-135M-Instruct")
+
+
+def minimal_cfg(reader: str, cache_dir: Path):
+    return OmegaConf.create(
+        {
+            "paths": {"cache_dir": str(cache_dir), "models_dir": str(MODELS_DIR)},
+            "prompt": OmegaConf.load(CONF / "prompt/default.yaml"),
+            "reader": OmegaConf.load(CONF / "reader" / f"{reader}.yaml"),
+        }
+    )
+
+
+def test_all_published_readers_have_a_config():
+    assert set(READER_CONFIGS) >= {
+        "smollm2_135m", "qwen2.5_3b", "qwen2.5_7b", "qwen2.5_7b_nf4", "qwen2.5_14b", "qwen2.5_32b",
+        "falcon3_3b", "phi3.5_mini", "flan_t5_base",
+    }
+
+
+@pytest.mark.parametrize("reader_name", READER_CONFIGS)
+def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_path):
+    reader = instantiate(minimal_cfg(reader_name, tmp_path).reader)
+    assert isinstance(reader, Reader)
+    assert isinstance(reader.prompt, PromptTemplate)
+    assert reader.prompt.instruction.startswith("Answer the question using the context.")
+    assert reader.cache.path == tmp_path / "responses.sqlite"
+    assert reader._module is None and reader._tokenizer is None
+    assert reader.reader_id.startswith(reader.model_id + "|dtype=")
+
+
+def test_published_settings(tmp_path):
+    readers = {name: instantiate(minimal_cfg(name, tmp_path).reader) for name in READER_CONFIGS}
+    default = readers["smollm2_135m"]
+    assert (default.batch_size, default.max_new_tokens, default.dtype) == (8, 24, "bfloat16")
+    assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
+    assert default.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
+    for big in ("qwen2.5_14b", "qwen2.5_32b"):
+        assert (readers[big].quantization, readers[big].device_map) == ("nf4", "auto")
+    assert readers["qwen2.5_7b_nf4"].pretrained == readers["qwen2.5_7b"].pretrained == "Qwen/Qwen2.5-7B-Instruct"
+    assert readers["qwen2.5_7b_nf4"].reader_id != readers["qwen2.5_7b"].reader_id
+    assert readers["flan_t5_base"].num_beams == 4 and readers["flan_t5_base"].pretrained == "google/flan-t5-base"
+    assert readers["phi3.5_mini"].pretrained == "microsoft/Phi-3.5-mini-instruct"
+    assert readers["falcon3_3b"].pretrained == "tiiuae/Falcon3-3B-Instruct"
+    assert len({r.name for r in readers.values()}) == len(readers)
+
+
+def test_default_reader_counts_tokens_before_any_weights_load(smollm2_folder, tmp_path):
+    reader = instantiate(minimal_cfg("smollm2_135m", tmp_path).reader)
+    prompt = reader.render_prompt("Who wrote Hamlet?", "William Shakespeare wrote Hamlet.")
+    assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
+    assert reader.count_prompt_tokens(prompt) > reader.token_counter.count("William Shakespeare wrote Hamlet.")
+    assert reader._module is None

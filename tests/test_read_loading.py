@@ -1,0 +1,133 @@
+"""Model loading: precisions, NF4 on CPU, encoder-decoder readers, offline-model folders."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.read.loading import load_reader, load_tokenizer, quantization_config, resolve_dtype
+from harness.read.module import ReaderModule
+from harness.read.offline_models import ensure_offline_model, is_converted, offline_model_spec
+from harness.read.reader import Reader
+
+# The folder the default reader config uses, so tests and runs share one conversion.
+MODEL_FOLDER = Path(__file__).resolve().parents[1] / ".cache/models/SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder() -> Path:
+    return ensure_offline_model("smollm2", MODEL_FOLDER)
+
+
+def test_converted_folder_loads_as_a_plain_bf16_causal_lm(smollm2_folder):
+    assert is_converted(smollm2_folder)
+    model, tokenizer = load_reader(str(smollm2_folder), dtype="bfloat16")
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert model.dtype == torch.bfloat16 and not model.training
+    assert getattr(model.config, "quantization_config", None) is None  # the GGUF quantizer is gone
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token_id == 2
+
+
+def test_offline_model_resolves_its_folder_under_models_dir(smollm2_folder):
+    tokenizer = load_tokenizer(None, offline_model="smollm2", models_dir=smollm2_folder.parent)
+    assert Path(tokenizer.name_or_path) == smollm2_folder
+
+
+@pytest.mark.parametrize("bad", ["bfloat", "int4"])
+def test_unknown_dtype_is_named(bad):
+    with pytest.raises(ValueError, match=bad):
+        resolve_dtype(bad)
+
+
+def test_unknown_quantization_is_named():
+    with pytest.raises(ValueError, match="fp8"):
+        quantization_config("fp8", torch.bfloat16)
+
+
+def test_nf4_config_uses_double_quantization_and_the_compute_dtype():
+    config = quantization_config("nf4", torch.float16)
+    assert config.load_in_4bit and config.bnb_4bit_quant_type == "nf4"
+    assert config.bnb_4bit_use_double_quant and config.bnb_4bit_compute_dtype == torch.float16
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"offline_model": "nope"}, "nope"),
+        ({}, "pretrained"),
+        ({"pretrained": "x", "quantization": "int4"}, "int4"),
+        ({"pretrained": "x", "batch_size": 0}, "batch_size"),
+        ({"pretrained": "x", "trainer": {"acelerator": "cpu"}}, "acelerator"),
+        ({"pretrained": "x", "dtype": "half-ish"}, "half-ish"),
+    ],
+)
+def test_reader_rejects_bad_settings_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Reader(name="r", **kwargs)
+
+
+def test_unfinished_folders_are_not_mistaken_for_a_model(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert not is_converted(tmp_path)
+    with pytest.raises(FileExistsError, match=str(tmp_path)):
+        ensure_offline_model("smollm2", tmp_path)
+    with pytest.raises(ValueError, match="unknown offline model 'gpt'"):
+        offline_model_spec("gpt")
+
+
+@pytest.fixture(scope="module")
+def tiny_t5_folder(smollm2_folder, tmp_path_factory) -> Path:
+    """A randomly initialised two-layer T5 with SmolLM2's vocabulary: exercises the seq2seq path only
+    (no seq2seq weights ship on PyPI), so its answers are noise and are not checked for content."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    folder = tmp_path_factory.mktemp("tiny-t5")
+    tokenizer = load_tokenizer(str(smollm2_folder))
+    tokenizer.chat_template = None  # a T5 reader renders plain-text prompts
+    tokenizer.padding_side = "right"
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    T5ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path):
+    model, tokenizer = load_reader(str(tiny_t5_folder), dtype="float32")
+    assert type(model).__name__ == "T5ForConditionalGeneration"
+    assert tokenizer.padding_side == "right"  # only causal LMs need left padding
+
+    reader = Reader(name="t5", pretrained=str(tiny_t5_folder), dtype="float32", num_beams=3, max_new_tokens=5,
+                    cache_dir=tmp_path, show_progress=False, torch_threads=1)
+    prompt = reader.render_prompt("Who?", "Ann did.")
+    assert prompt.endswith("Question: Who?\nAnswer:") and reader.add_special_tokens
+    answers = reader.answer([prompt, prompt + " ", prompt])
+    assert len(answers) == 3 and all(isinstance(a, str) for a in answers) and answers[0] == answers[2]
+    assert reader.generated == 2
+
+    # The decoder output holds no prompt echo, so nothing is cut off its front.
+    module: ReaderModule = reader.module
+    assert module.is_encoder_decoder and module.generation_config.num_beams == 3
+    encoded = tokenizer([prompt], return_tensors="pt")
+    direct = model.generate(**encoded, generation_config=module.generation_config)
+    assert module.generate([prompt]) == tokenizer.batch_decode(direct, skip_special_tokens=True)
+
+
+@pytest.mark.slow
+def test_nf4_reader_generates_on_cpu(smollm2_folder, tmp_path):
+    # bitsandbytes NF4 on CPU: quantizing at load time takes ~15 s on an idle 2-core machine.
+    reader = Reader(name="smollm2-nf4", pretrained=str(smollm2_folder), offline_model="smollm2", quantization="nf4",
+                    max_new_tokens=8, cache_dir=tmp_path, show_progress=False, torch_threads=1)
+    assert "quant=nf4" in reader.reader_id
+    prompt = reader.render_prompt("What is the capital of France?", "Paris is the capital of France.")
+    answers = reader.answer([prompt])
+    assert answers[0].strip()
+    layers = collections.Counter(type(m).__name__ for m in reader.module.generator.modules())
+    assert layers["Linear4bit"] == 30 * 7  # every attention and MLP projection of the 30 layers
+    assert reader.module.placed and reader.module.generator.device.type == "cpu"
