@@ -38,12 +38,12 @@ def gold_contexts(records: list[dict], reader: Reader, context_tokens: int) -> l
 
 
 def make_reader(batch_size: int, cache_dir: str, model_folder: Path, max_new_tokens: int,
-                torch_threads: int | None = None) -> Reader:
+                torch_threads: int | None = None, dtype: str = "bfloat16") -> Reader:
     return Reader(
         name="smollm2-135m",
         pretrained=str(model_folder),
         offline_model="smollm2",
-        dtype="bfloat16",
+        dtype=dtype,
         batch_size=batch_size,
         max_new_tokens=max_new_tokens,
         cache_dir=cache_dir,
@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=160)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--model-folder", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (the default reader) or float32")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="threads while generating (0: torch's default); one is fastest on a shared CPU")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -80,12 +81,12 @@ def main() -> None:
     prompt_tokens = [probe.count_prompt_tokens(p) for p in prompts]
     print(f"{len(prompts)} questions, prompt tokens mean {sum(prompt_tokens) / len(prompts):.0f} "
           f"(min {min(prompt_tokens)}, max {max(prompt_tokens)}), max_new_tokens {args.max_new_tokens}, "
-          f"generation threads {threads or torch.get_num_threads()}")
+          f"{args.dtype}, generation threads {threads or torch.get_num_threads()}")
 
     figures: dict[str, object] = {"questions": len(prompts)}
     results: dict[int, tuple[list[str], float, Reader]] = {}
     for batch_size in [1, *args.batch_sizes]:
-        reader = make_reader(batch_size, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens, threads)
+        reader = make_reader(batch_size, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens, threads, args.dtype)
         reader.answer(["Warm-up prompt: say hello."])  # weights load and first-call costs, untimed
         answers, seconds = timed_answers(reader, prompts)
         assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
@@ -111,7 +112,7 @@ def main() -> None:
     warm_answers, warm_seconds = timed_answers(reader, prompts)
     assert reader.generated == before, "a warm cache must answer every prompt"
     assert warm_answers == results[largest][0]
-    print(f"warm cache (batch size {largest}): {warm_seconds:.3f} s = {warm_seconds / first_seconds:.4f} "
+    print(f"warm cache (batch size {largest}): {warm_seconds:.4f} s = {warm_seconds / first_seconds:.2e} "
           f"of the cold run, 0 generations")
     figures["warm_seconds"] = round(warm_seconds, 4)
     figures["warm_fraction"] = round(warm_seconds / first_seconds, 5)

@@ -27,6 +27,7 @@ def tree_config(tree: str, tmp_path, budget: int):
     return cfg
 
 
+@pytest.mark.slow  # about a minute per tree on 2 CPU cores: real encoder, BIC searches over 100+ chunks
 @pytest.mark.skipif(not QASPER.exists(), reason="shared QASPER sample not present")
 @pytest.mark.parametrize("tree", ["raptor", "dtcrs"])
 def test_tree_nodes_are_packed_whole_within_the_budget(tree, tmp_path):
