@@ -56,6 +56,7 @@ def test_published_settings(tmp_path):
     default = readers["smollm2_135m"]
     assert (default.batch_size, default.max_new_tokens, default.dtype) == (8, 24, "bfloat16")
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
+    assert default.torch_threads == 1
     assert default.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
     for big in ("qwen2.5_14b", "qwen2.5_32b"):
         assert (readers[big].quantization, readers[big].device_map) == ("nf4", "auto")

@@ -131,3 +131,21 @@ def test_nf4_reader_generates_on_cpu(smollm2_folder, tmp_path):
     layers = collections.Counter(type(m).__name__ for m in reader.module.generator.modules())
     assert layers["Linear4bit"] == 30 * 7  # every attention and MLP projection of the 30 layers
     assert reader.module.placed and reader.module.generator.device.type == "cpu"
+
+
+@pytest.mark.slow
+def test_conversion_writes_a_complete_folder_in_one_step(smollm2_folder, tmp_path):
+    # Dequantizing the GGUF takes ~20 s on an idle 2-core machine.
+    import json
+
+    from safetensors.torch import load_file
+
+    target = tmp_path / "models" / "smol"
+    assert ensure_offline_model("smollm2", target) == target
+    assert is_converted(target)
+    assert [p.name for p in target.parent.iterdir()] == ["smol"]  # no staging folder left behind
+    assert "quantization_config" not in json.loads((target / "config.json").read_text())
+    fresh, cached = load_file(target / "model.safetensors"), load_file(smollm2_folder / "model.safetensors")
+    assert fresh.keys() == cached.keys()
+    assert all(torch.equal(fresh[k], cached[k]) for k in fresh)
+    assert ensure_offline_model("smollm2", target) == target  # a second call finds it and converts nothing

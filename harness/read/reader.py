@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from harness.cache import TextStore, stable_hash
 from harness.read.loading import (
