@@ -12,7 +12,10 @@ Evidence coverage per layer, for each abstractive question: ``share`` is the fra
 nodes whose leaves include a gold evidence chunk; ``top1`` is the fraction of the gold chunks under
 the layer's single node most similar to the question.
 
-    python benchmarks/bench_trees.py [--papers 10] [--max-questions 14] [--out results.json]
+    python benchmarks/bench_trees.py [--papers 10] [--max-questions 14] [--classifier gold] [--out results.json]
+
+``--trees dtcrs --raptor-json earlier.json`` rebuilds only the dynamic trees and compares them with
+RAPTOR figures from an earlier run of the same settings.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder (no cache hits)")
     parser.add_argument("--out", default=None, help="write every figure as JSON here")
+    parser.add_argument("--trees", default="raptor,dtcrs", help="which trees to build: raptor,dtcrs")
+    parser.add_argument("--raptor-json", default=None, help="RAPTOR figures from an earlier --out file")
     args = parser.parse_args()
 
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="bench_trees_"))
@@ -84,12 +89,16 @@ def main() -> None:
     print(f"{len(papers)} papers, {len(examples)} questions, {len(abstractive)} abstractive; "
           f"chunks of {args.chunk_tokens} SmolLM2 tokens; reducer={args.reducer}; cache {cache_dir}", flush=True)
 
+    build = set(args.trees.split(","))
     results: dict = {"args": vars(args), "raptor": {}, "dtcrs": {}}
+    if args.raptor_json:
+        earlier = json.loads(Path(args.raptor_json).read_text())
+        results["raptor"] = {p: r for p, r in earlier["raptor"].items() if p in papers}
     by_paper = defaultdict(list)
     for e in examples:
         by_paper[e.metadata["paper_id"]].append(e)
     with threadpool_limits(1):
-        for pid in papers:
+        for pid in papers if "raptor" in build else []:
             pool = pools[by_paper[pid][0].question_id]
             start = time.perf_counter()
             tree, embeddings, _, _ = raptor.build(pool, services)
@@ -108,7 +117,7 @@ def main() -> None:
             print(f"raptor {pid}: chunks {r['chunks']}, nodes/layer {r['nodes_per_layer']}, "
                   f"{r['build_seconds']} s", flush=True)
             _dump(args.out, results)
-        for e in abstractive:
+        for e in abstractive if "dtcrs" in build else []:
             pool = pools[e.question_id]
             dtcrs.expand(pool, services)
             info = dtcrs.build_info[e.question_id]

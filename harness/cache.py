@@ -26,6 +26,17 @@ class KeyValueStore:
     """A table of ``key -> bytes`` in one SQLite file."""
 
     def __init__(self, path: str | Path, table: str = "kv") -> None:
+        self._open(path, table)
+
+    # Pickling carries only the location, so a store can travel to spawned worker processes
+    # (Lightning's ddp_spawn) and each process opens its own connection to the same file.
+    def __getstate__(self) -> dict:
+        return {"path": str(self.path), "table": self.table}
+
+    def __setstate__(self, state: dict) -> None:
+        self._open(state["path"], state["table"])
+
+    def _open(self, path: str | Path, table: str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not table.isidentifier():

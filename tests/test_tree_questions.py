@@ -98,6 +98,15 @@ Q4: What results are reported on ACP?"""
     assert parse_subquestions("", 3) == []
 
 
+def test_parse_subquestions_cuts_labels_commentary_and_runaway_lines():
+    output = """Question: How are relations used?
+How are relations used? They are used a lot.
+""" + "a seed that can be used to create " * 20
+    subs = parse_subquestions(output, 5)
+    assert subs[0] == "How are relations used?"
+    assert len(subs) == 2 and len(subs[1].split()) == 40 and subs[1].startswith("a seed that can be used")
+
+
 def test_decomposition_is_grounded_in_the_table_of_contents_and_falls_back_to_the_question():
     lm = Scripted("1. What does section one say?\n2. What does section two say?")
     subs, source, _ = decompose_question("Summarise the paper?", "1. Intro\n2. Method", lm, max_subquestions=3)

@@ -246,8 +246,14 @@ class Reader:
         module = self.module
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
         datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length)
+        # Multi-process strategies cannot hand predictions back to this process: every rank writes its
+        # share of the answers to the shared response cache instead, and they are read back below.
+        multi_process = str(self.trainer_settings.get("devices", 1)) not in ("1", "auto") or "spawn" in str(
+            self.trainer_settings.get("strategy", "auto"))
+        if multi_process and self.cache is None:
+            raise ValueError(f"reader {self.name!r}: multi-device prediction needs a response cache (set cache_dir)")
         with _quiet_lightning():
-            outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=True) or []
+            outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=not multi_process) or []
         answers = {row["prompt_key"]: row["answer"] for batch in outputs for row in batch}
         lacking = [k for k in keys if k not in answers]
         if lacking and self.cache is not None:

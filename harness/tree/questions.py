@@ -127,15 +127,19 @@ def table_of_contents(document: str, lm, max_new_tokens: int = 200) -> str:
     return "\n".join(lines)
 
 
+MAX_SUBQUESTION_WORDS = 40
+
 _ENUMERATION = re.compile(
-    r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):]|\(?[a-z][.)]|(?:sub-?question|q)\s*\d*\s*[:.)-])\s*", re.IGNORECASE
+    r"^\s*(?:[-*\u2022]+|\(?\d{1,2}[.):]|\(?[a-z][.)]|(?:sub-?question|question|q)\s*\d*\s*[:.)-])\s*",
+    re.IGNORECASE,
 )
 
 
 def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
-    """Sub-questions from one-per-line output: numbering and bullets stripped, lines of fewer than
-    three words and header lines (ending in ":") dropped, case-insensitive duplicates dropped, at
-    most ``max_subquestions`` kept."""
+    """Sub-questions from one-per-line output: numbering, bullets and "Question:" labels stripped,
+    each cut after its first question mark and to ``MAX_SUBQUESTION_WORDS`` words, lines of fewer
+    than three words and header lines (ending in ":") dropped, case-insensitive duplicates dropped,
+    at most ``max_subquestions`` kept."""
     found: list[str] = []
     seen: set[str] = set()
     for line in (output or "").splitlines():
@@ -145,6 +149,10 @@ def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
             if stripped == text:
                 break
             text = stripped
+        if "?" in text:  # a question ends at its question mark; what follows is commentary
+            text = text[: text.index("?") + 1]
+        # A runaway generation (a small LM repeating itself) is cut to a question's length.
+        text = " ".join(text.split()[:MAX_SUBQUESTION_WORDS])
         if len(text.split()) < 3 or text.endswith(":"):  # too short, or a header ("Here are ...:")
             continue
         key = " ".join(text.lower().split())
