@@ -32,7 +32,7 @@ def launch(sweep_dir: Path, cache_dir: Path, questions: int) -> float:
     ]
     env = {**os.environ, "HARNESS_CACHE_DIR": str(cache_dir)}
     start = time.perf_counter()
-    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(args, check=False, cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"sweep failed:\n{done.stderr[-4000:]}")

@@ -10,8 +10,8 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 

@@ -85,7 +85,7 @@ class Pool:
                 f"but {len(self.embeddings)} embeddings"
             )
 
-    def subset(self, indices) -> "Pool":
+    def subset(self, indices) -> Pool:
         idx = [int(i) for i in indices]
         return Pool(
             example=self.example,

@@ -47,7 +47,7 @@ def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
 
 def run_cli(args: list[str], cwd: Path = REPO, env_extra: dict | None = None, **kwargs):
     env = {**os.environ, "WANDB_MODE": "offline", "HARNESS_CACHE_DIR": str(kwargs.pop("cache_dir")), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness", *args], check=False, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=900, **kwargs)
 
 
@@ -76,7 +76,7 @@ def test_cli_run_writes_every_row_field_and_skips_a_finished_run(tmp_path):
 
 @pytest.mark.slow
 def test_cli_help_and_cfg():
-    helped = subprocess.run([sys.executable, "-m", "harness", "--help"], cwd=REPO, capture_output=True, text=True)
+    helped = subprocess.run([sys.executable, "-m", "harness", "--help"], check=False, cwd=REPO, capture_output=True, text=True)
     assert helped.returncode == 0 and "packer:" in helped.stdout and "python -m harness" in helped.stdout
-    shown = subprocess.run([sys.executable, "-m", "harness", "--cfg", "job"], cwd=REPO, capture_output=True, text=True)
+    shown = subprocess.run([sys.executable, "-m", "harness", "--cfg", "job"], check=False, cwd=REPO, capture_output=True, text=True)
     assert shown.returncode == 0 and "budget: 160" in shown.stdout

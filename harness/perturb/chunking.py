@@ -7,8 +7,6 @@ count stays at the clean number of documents, so higher overlap packs more near-
 
 from __future__ import annotations
 
-import numpy as np
-
 from harness.perturb.base import Perturbation, rerank
 from harness.retrieve.dense import candidate_text
 from harness.types import Candidate, Pool
@@ -18,7 +16,7 @@ def word_windows(text: str, window_words: int, overlap: float) -> list[str]:
     words = text.split()
     if not words:
         return []
-    stride = max(1, int(round(window_words * (1.0 - overlap))))
+    stride = max(1, round(window_words * (1.0 - overlap)))
     windows = []
     for start in range(0, len(words), stride):
         windows.append(" ".join(words[start : start + window_words]))

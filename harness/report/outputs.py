@@ -88,7 +88,7 @@ def write_outputs(
                 ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
                 if key in rows.columns},
         "run_key": run_key,
-        "n_questions": int(len(rows)),
+        "n_questions": len(rows),
         "metrics": {rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
                     for rec in summary.itertuples()},
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
