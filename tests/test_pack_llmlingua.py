@@ -170,3 +170,31 @@ def test_llmlingua1_compresses_offline_with_smollm2(tokens):
     snippet = context.snippets[0]
     assert snippet.text and snippet.tokens == tokens.count(snippet.text) <= 40
     assert set(snippet.source_ids) <= {"d1", "d2", "d3"}
+
+
+def test_legacy_kv_cache_wrapper_round_trips_pairs():
+    """llmlingua slices the cache as (key, value) pairs; the wrapper feeds transformers a Cache and hands
+    pairs back, so iterative compression of long contexts works with transformers 5."""
+    import types
+
+    import torch
+    from transformers import Cache
+
+    from harness.pack.compression import LegacyKVCacheModel
+
+    seen = {}
+
+    def fake_model(input_ids=None, past_key_values=None, **_):
+        seen["cache"] = past_key_values
+        k = torch.ones(1, 2, 3, 4)
+        out_cache = past_key_values if past_key_values is not None else __import__("transformers").DynamicCache()
+        out_cache.update(k, k, 0)
+        return types.SimpleNamespace(past_key_values=out_cache, device="cpu")
+
+    wrapped = LegacyKVCacheModel(fake_model)
+    first = wrapped(input_ids=None)
+    assert isinstance(first.past_key_values, list) and len(first.past_key_values[0]) == 2
+    sliced = [[k[:, :, :2], v[:, :, :2]] for k, v in first.past_key_values]  # what llmlingua does
+    second = wrapped(input_ids=None, past_key_values=sliced)
+    assert isinstance(seen["cache"], Cache)
+    assert second.past_key_values[0][0].shape[2] == 2 + 3

@@ -78,6 +78,28 @@ _COMPRESSORS: dict[tuple, Any] = {}
 _COMPRESSORS_LOCK = threading.Lock()
 
 
+class LegacyKVCacheModel:
+    """llmlingua 0.2 slices the key/value cache as a list of (key, value) pairs per layer, while
+    transformers 5 models take and return ``Cache`` objects: convert on the way in and out."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __call__(self, *args, past_key_values=None, **kwargs):
+        from transformers import Cache, DynamicCache
+
+        if past_key_values is not None and not isinstance(past_key_values, Cache):
+            past_key_values = DynamicCache(ddp_cache_data=[(k, v) for k, v in past_key_values])
+        output = self._model(*args, past_key_values=past_key_values, **kwargs)
+        cache = getattr(output, "past_key_values", None)
+        if cache is not None and hasattr(cache, "layers"):
+            output.past_key_values = [(layer.keys, layer.values) for layer in cache.layers]
+        return output
+
+
 def load_prompt_compressor(
     model_name: str, use_llmlingua2: bool, device: str = "cpu", model_config: dict | None = None
 ):
@@ -106,6 +128,8 @@ def load_prompt_compressor(
                 )
             finally:
                 module.tiktoken.encoding_for_model = original
+            if not use_llmlingua2:
+                _COMPRESSORS[key].model = LegacyKVCacheModel(_COMPRESSORS[key].model)
         return _COMPRESSORS[key]
 
 
