@@ -6,7 +6,9 @@ first annotator's answer type), after classifying it with the LM itself: a quest
 call abstractive gets no tree. Chunks are RAPTOR's 100 reader tokens (SmolLM2's tokenizer), shared
 by both methods. Construction time excludes preprocessing (chunking, leaf embedding) and includes,
 for DTCRS, classification, table of contents and decomposition. Every run starts from an empty
-LM-response and tree cache, so every summary is really generated.
+LM-response and tree cache, so every summary is really generated; each dynamic tree is built as if
+alone (no LM response reused from another question, not even the paper's table of contents, which
+a per-document cache would save: ``toc_seconds`` is reported apart).
 
 Evidence coverage per layer, for each abstractive question: ``share`` is the fraction of the layer's
 nodes whose leaves include a gold evidence chunk; ``top1`` is the fraction of the gold chunks under
@@ -80,10 +82,15 @@ def main() -> None:
     encoder = Encoder("offline:all-MiniLM-L6-v2", cache_dir=str(cache_dir), show_progress=False)
     lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2",
                      cache_dir=cache_dir, torch_threads=args.torch_threads, batch_size=8)
+    # The dynamic trees get an LM with no persistent cache, emptied before each question: questions on
+    # one paper share prompts (the table of contents, a one-sub-question cluster of every chunk), and
+    # a cache hit would hide a cost every question really pays when built on its own.
+    dtcrs_lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2",
+                           torch_threads=args.torch_threads, batch_size=8)
     services = TreeServices(encoder=encoder, tokens=resolve_token_counter("offline:smollm2"), seed=args.seed)
     common = {"reducer": args.reducer}
     raptor = RaptorTree(lm=lm, **common)
-    dtcrs = DynamicTree(lm=lm, classifier=args.classifier, **common)
+    dtcrs = DynamicTree(lm=dtcrs_lm, classifier=args.classifier, **common)
     pools = {p.example.question_id: p for p in DenseRetriever(encoder).retrieve(examples)}
     abstractive = [e for e in examples if e.qtype == "abstractive"][: args.max_questions]
     print(f"{len(papers)} papers, {len(examples)} questions, {len(abstractive)} abstractive; "
@@ -119,6 +126,7 @@ def main() -> None:
             _dump(args.out, results)
         for e in abstractive if "dtcrs" in build else []:
             pool = pools[e.question_id]
+            dtcrs_lm._memory.clear()
             dtcrs.expand(pool, services)
             info = dtcrs.build_info[e.question_id]
             coverage = []

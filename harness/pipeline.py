@@ -132,7 +132,10 @@ class Pipeline:
 
         # Snippets of every question are embedded in one batch (cached per text).
         start = time.perf_counter()
-        all_snippets = [make_snippets(sel, tokens, **cfg.snippets) for _, sel, _ in selections]
+        all_snippets = [
+            make_snippets(sel, tokens, **cfg.snippets) if self.packer.uses_snippets else []
+            for _, sel, _ in selections
+        ]
         flat_texts = [s.text for snippets in all_snippets for s in snippets]
         flat_vectors = self.encoder.encode_documents(flat_texts)
         self._timed("snippets", start)
@@ -200,8 +203,8 @@ class Pipeline:
             "seed": int(cfg.seed),
             "reader": self.reader.name,
             "answer": answer,
-            "em": exact_match(answer, ex.answers),
-            "f1": f1_score(answer, ex.answers),
+            "em": float("nan") if answer is None else exact_match(answer, ex.answers),
+            "f1": float("nan") if answer is None else f1_score(answer, ex.answers),
             **item.figures,
             "context": item.context_text,
             **config_columns,
@@ -261,7 +264,8 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     chunk = max(1, int(cfg.get("read_chunk", 64)))
     for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk):
         items = todo[start : start + chunk]
-        answers = pipeline.read(items)
+        # read=false: retrieval/selection studies that need no answers (EM and F1 are left empty).
+        answers = pipeline.read(items) if cfg.get("read", True) else [None] * len(items)
         fresh = [normalise_row(pipeline.row(item, answer, choices, config_columns)) for item, answer in zip(items, answers)]
         journal.append(fresh)
         done.update((r["question_id"], r) for r in fresh)

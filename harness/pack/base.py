@@ -41,6 +41,9 @@ class Packer(ABC):
 
     #: packers whose output is not a subset of the snippets (compression) set this to False
     selects_snippets: bool = True
+    #: packers that never look at snippets (whole candidates as the context) set this to False,
+    #: which spares the pipeline splitting and embedding them
+    uses_snippets: bool = True
 
     def __init__(self, name: str) -> None:
         self.name = name

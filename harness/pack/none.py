@@ -7,6 +7,8 @@ from harness.types import Context, Snippet
 
 
 class NoPacker(Packer):
+    uses_snippets = False
+
     def __init__(self, name: str = "none") -> None:
         super().__init__(name)
 
