@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,13 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from harness import __version__
 from harness.cache import stable_hash
 from harness.metrics import context_diagnostics, exact_match, f1_score, retrieval_metrics
 from harness.metrics.diversity import selection_metrics
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
+from harness.report.outputs import atomic_write_bytes
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool
 
@@ -99,19 +102,38 @@ class Pipeline:
         self._timed("load", start)
         return examples
 
-    def prepare(self, examples) -> list[Prepared]:
+    def pools(self, examples) -> tuple[list[Pool], list[dict]]:
+        """Retrieved (reranked, perturbed) pools and their clean retrieval metrics.
+
+        Cached on disk under a hash of everything upstream (dataset, retriever, perturbation, k, seed, code
+        version), so a budget, packer, diversifier or reader sweep retrieves each pool once.
+        """
         cfg = self.cfg
+        upstream = {key: OmegaConf.to_container(cfg[key], resolve=True) if isinstance(cfg.get(key), DictConfig)
+                    else cfg.get(key) for key in ("dataset", "retriever", "perturb", "k", "seed")}
+        key = stable_hash(upstream, [ex.question_id for ex in examples], __version__)
+        path = Path(cfg.paths.cache_dir) / "pools" / f"{key}.pkl"
+        if path.exists() and not cfg.get("cache", {}).get("force", False):
+            with open(path, "rb") as handle:
+                return pickle.load(handle)
+
         start = time.perf_counter()
         pools = self.retriever.retrieve(examples)
         if self.reranker is not None:
             pools = self.reranker.rerank(pools)
         self._timed("retrieve", start)
         retrieval = [retrieval_metrics(pool, cfg.k) for pool in pools]
-
         if self.perturbation is not None:
             start = time.perf_counter()
             pools = self.perturbation.apply(pools, self.encoder, cfg.seed)
             self._timed("perturb", start)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, pickle.dumps((pools, retrieval), protocol=pickle.HIGHEST_PROTOCOL))
+        return pools, retrieval
+
+    def prepare(self, examples) -> list[Prepared]:
+        cfg = self.cfg
+        pools, retrieval = self.pools(examples)
 
         services = TreeServices(encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed)
         tokens = self.reader.token_counter
@@ -213,8 +235,6 @@ class Pipeline:
 
 def run_key(cfg: DictConfig) -> str:
     """Identity of a run's results: the resolved config (loggers aside) and the code version."""
-    from harness import __version__
-
     container = OmegaConf.to_container(cfg, resolve=True)
     container.pop("logger", None)
     return stable_hash(container, __version__)
