@@ -24,6 +24,7 @@ from harness import __version__
 from harness.cache import stable_hash
 from harness.metrics import context_diagnostics, exact_match, f1_score, retrieval_metrics
 from harness.metrics.diversity import selection_metrics
+from harness.metrics.longform import dataset_scores
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.report.outputs import atomic_write_bytes
@@ -188,6 +189,7 @@ class Pipeline:
                 **selection_metrics(selected, pool, cfg.k),
                 **context_diagnostics(context, pool.example, text),
                 **info,
+                **tree_figures(self.tree, pool.example.question_id),
                 "n_candidates": len(pool.candidates),
                 "n_selected": len(selected.candidates),
                 "n_snippets_available": len(snippets),
@@ -227,10 +229,26 @@ class Pipeline:
             "answer": answer,
             "em": float("nan") if answer is None else exact_match(answer, ex.answers),
             "f1": float("nan") if answer is None else f1_score(answer, ex.answers),
+            **({} if answer is None else dataset_scores(answer, ex)),
             **item.figures,
             "context": item.context_text,
             **config_columns,
         }
+
+
+def tree_figures(tree, question_id: str) -> dict[str, Any]:
+    """Row columns from a summary tree's build record: nodes per layer, summary nodes, build time, class."""
+    info = getattr(tree, "build_info", {}).get(question_id)
+    if not info:
+        return {}
+    layers = list(info.get("nodes_per_layer", []))
+    return {
+        "tree_nodes_per_layer": json.dumps(layers),
+        "tree_summary_nodes": int(sum(layers[1:])),
+        "tree_build_s": float(info.get("build_seconds", float("nan"))),
+        "tree_cached": bool(info.get("cached", False)),
+        "question_class": str(info.get("question_class", "")),
+    }
 
 
 def run_key(cfg: DictConfig) -> str:

@@ -67,3 +67,8 @@ def test_every_sweep_composes_with_each_swept_value(sweep):
                 group = key.split(".")[0].lstrip("+")
                 if group in ("packer", "diversifier", "tree", "perturb") and cfg[group]:
                     assert instantiate(cfg[group]) is not None
+
+
+def test_experiment_values_override_top_level_defaults():
+    cfg = compose_with(["experiment=trees_qasper"])
+    assert cfg.budget == 512 and cfg.k == 10 and cfg.snippets.unit == "candidate"

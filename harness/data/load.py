@@ -1,8 +1,11 @@
 """Entry points: read a dataset file of any supported layout into canonical Examples.
 
 Supported layouts: ``hotpotqa`` (distractor or fullwiki setting), ``musique``, ``2wiki``
-(2WikiMultiHopQA) and ``demo`` (the packaged demo set, HotpotQA distractor layout). With
-``layout="auto"`` the layout is recognised from the first record's keys. See
+(2WikiMultiHopQA), ``demo`` (the packaged demo set, HotpotQA distractor layout), ``squad``
+(SQuAD-style JSON such as COVID-QA), ``expertqa``, ``ragbench`` (RAGBench release, JSON lines or
+Parquet), ``beir`` (a BEIR dataset folder) and ``dpr`` (DPR retrieval results such as NQ-Open).
+With ``layout="auto"`` the layout is recognised from the path (a BEIR folder, a Parquet file), a
+SQuAD-style ``{"data": [...]}`` object, or else the first record's keys. See
 :mod:`harness.data.records` for how document ids are formed.
 """
 
@@ -17,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data import hotpotqa, musique, twowiki
+from harness.data import beir, dpr, expertqa, hotpotqa, musique, ragbench, squad, twowiki
 from harness.data.demo import demo_file
 from harness.data.errors import DatasetFormatError
 from harness.data.io import read_records
@@ -26,15 +29,32 @@ from harness.types import Example
 
 log = logging.getLogger(__name__)
 
-LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo")
-_ID_FIELDS = {"hotpotqa": hotpotqa.ID_FIELD, "demo": hotpotqa.ID_FIELD, "musique": musique.ID_FIELD, "2wiki": twowiki.ID_FIELD}
-_DEFAULT_NAMES = {"musique": "musique", "2wiki": "2wikimultihopqa", "demo": "demo"}
+LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
+_ID_FIELDS = {
+    "hotpotqa": hotpotqa.ID_FIELD, "demo": hotpotqa.ID_FIELD, "musique": musique.ID_FIELD, "2wiki": twowiki.ID_FIELD,
+    "expertqa": expertqa.ID_FIELD, "ragbench": ragbench.ID_FIELD, "dpr": dpr.ID_FIELD,
+}
+_DEFAULT_NAMES = {
+    "musique": "musique", "2wiki": "2wikimultihopqa", "demo": "demo", "squad": "covidqa",
+    "expertqa": "expertqa", "ragbench": "ragbench", "beir": "beir", "dpr": "nq_open",
+}
+# Layouts whose rows may lack passages: (has passages?, what the skipped rows lack).
+_SKIPPABLE = {
+    "2wiki": (twowiki.has_context, "without 'context'"),
+    "expertqa": (expertqa.has_evidence_text, "whose evidence is bare URLs only"),
+}
 _SPLIT_WORDS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 
 
 def detect_layout(record: dict[str, Any], path: str | Path) -> str:
     """The layout a record's keys identify; DatasetFormatError naming the keys when none fits."""
     keys = set(record)
+    if {"documents_sentences", "all_relevant_sentence_keys", "response"} <= keys:
+        return "ragbench"
+    if {"question", "answers", "ctxs"} <= keys:
+        return "dpr"
+    if {"question", "answers"} <= keys and isinstance(record.get("answers"), dict):
+        return "expertqa"
     if {"paragraphs", "question_decomposition"} <= keys:
         return "musique"
     if {"_id", "supporting_facts"} <= keys:
@@ -44,7 +64,9 @@ def detect_layout(record: dict[str, Any], path: str | Path) -> str:
         path,
         f"unknown layout: first record has keys {sorted(keys)}; expected HotpotQA "
         "(_id, supporting_facts, context), MuSiQue (id, paragraphs, question_decomposition) or "
-        "2WikiMultiHopQA (_id, supporting_facts, evidences, context)",
+        "2WikiMultiHopQA (_id, supporting_facts, evidences, context), RAGBench (id, question, "
+        "documents_sentences, all_relevant_sentence_keys, response), DPR (question, answers, ctxs) or "
+        "ExpertQA (question, answers {system: ...})",
         index=0,
         record_id=peek_id(record, "_id") or peek_id(record, "id"),
     )
@@ -83,7 +105,16 @@ def load_examples(
             return load_examples(demo_path, "demo", name=name, split=split, setting=setting)
 
     path = Path(path)
-    records = read_records(path)
+    if layout == "auto":
+        layout = _layout_from_source(path) or "auto"
+    if setting is not None and layout not in ("hotpotqa", "auto"):
+        raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
+    if layout in ("squad", "beir"):  # whole-source layouts: not a list of per-question records
+        dataset = name or (path.name if layout == "beir" else _DEFAULT_NAMES[layout])
+        if layout == "beir":
+            return beir.load_folder(path, dataset=dataset, split=split or "test")
+        return squad.load_file(path, dataset=dataset, split=split or split_from_filename(path))
+    records = ragbench.read_rows(path) if layout == "ragbench" else read_records(path)
     if layout == "auto":
         layout = detect_layout(records[0], path)
     if setting is not None and layout != "hotpotqa":
@@ -99,8 +130,8 @@ def load_examples(
     first_seen: dict[str, int] = {}
     skipped = 0
     for index, record in enumerate(records):
-        ctx = RecordContext(path, index, peek_id(record, id_field))
-        if layout == "2wiki" and not twowiki.has_context(record):
+        ctx = RecordContext(path, index, peek_id(record, id_field) if id_field else None)
+        if layout in _SKIPPABLE and not _SKIPPABLE[layout][0](record):
             skipped += 1
             continue
         example = parse(record, ctx, dataset=dataset, split=split)
@@ -111,18 +142,34 @@ def load_examples(
         first_seen[example.question_id] = index
         examples.append(example)
     if skipped:
-        log.warning("skipped %d of %d records without 'context' in %s", skipped, len(records), path)
+        log.warning("skipped %d of %d records %s in %s", skipped, len(records), _SKIPPABLE[layout][1], path)
     if not examples:
-        raise DatasetFormatError(path, f"none of the {len(records)} records has a 'context'")
+        raise DatasetFormatError(path, f"all {len(records)} records are {_SKIPPABLE[layout][1]}")
     return examples
+
+
+def _layout_from_source(path: Path) -> str | None:
+    """The layout a path itself shows: a BEIR folder, a Parquet file, or a SQuAD-style object."""
+    if path.is_dir():
+        return "beir" if beir.is_beir_folder(path) else None
+    if path.suffix == ".parquet":
+        return "ragbench"
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8-sig") as handle:
+        head = handle.read(4096).lstrip()
+    # SQuAD files are one object whose first key is "data" or "version"; JSON lines start with a record.
+    return "squad" if re.match(r'\{\s*"(data|version)"\s*:', head) else None
 
 
 def _parser(layout: str, setting: str) -> Callable[..., Example]:
     if layout in ("hotpotqa", "demo"):
         return partial(hotpotqa.parse_record, setting=setting if layout == "hotpotqa" else "distractor")
-    if layout == "musique":
-        return musique.parse_record
-    return twowiki.parse_record
+    parsers = {
+        "musique": musique.parse_record, "2wiki": twowiki.parse_record, "expertqa": expertqa.parse_record,
+        "ragbench": ragbench.parse_record, "dpr": dpr.parse_record,
+    }
+    return parsers[layout]
 
 
 def load_dataset(

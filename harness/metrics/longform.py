@@ -235,3 +235,16 @@ def narrativeqa_scores(predictions: Sequence[str], references: Sequence[Sequence
         "meteor_unavailable_reason": reason,
         "n": len(predictions),
     }
+
+
+def dataset_scores(prediction: str, example: Example) -> dict[str, float]:
+    """The dataset's own per-question metrics, beside EM/F1: QASPER answer F1 (max over annotators),
+    QuALITY multiple-choice correctness, NarrativeQA BLEU-1/4, ROUGE-L and METEOR."""
+    if example.dataset == "qasper":
+        score, kind = qasper_answer_f1(prediction, example)
+        return {"qasper_f1": score, "qasper_answer_type": kind}
+    if example.dataset == "quality":
+        return {"quality_correct": quality_accuracy([prediction], [example])["accuracy"]}
+    if example.dataset == "narrativeqa":
+        return narrativeqa_question_scores(prediction, list(example.answers))
+    return {}

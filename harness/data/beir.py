@@ -1,0 +1,121 @@
+"""BEIR (Thakur et al., 2021) dataset folders as Examples, for open-setting retrieval.
+
+A folder holds ``corpus.jsonl`` (``{_id, title, text}``), ``queries.jsonl`` (``{_id, text}``) and
+``qrels/<split>.tsv`` (header ``query-id corpus-id score``). One Example per query that has qrels
+in the split, in qrels order. The corpus is read once and the same tuple of Documents (ids: the
+corpus ``_id``) is attached to every Example, so memory does not grow with the number of queries;
+use it with ``retriever.setting=open``, which indexes the union of documents once. Gold documents
+are the qrels with score > 0 (in corpus order); the graded judgements are kept as
+``metadata["qrels"]`` ``{doc_id: score}``. BEIR is retrieval-only: ``answers`` is empty. Qrels
+naming a document absent from the corpus are left out of the gold set and counted in
+``metadata["missing_qrels"]`` (BEIR's evaluation ignores them as well).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from harness.data.errors import DatasetFormatError
+from harness.data.io import read_records
+from harness.data.records import RecordContext, peek_id
+from harness.data.sentences import split_sentences
+from harness.types import Document, Example
+
+_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
+def is_beir_folder(path: str | Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and (path / "corpus.jsonl").is_file() and (path / "queries.jsonl").is_file()
+
+
+def read_corpus(path: Path) -> tuple[Document, ...]:
+    documents = []
+    seen: set[str] = set()
+    for index, record in enumerate(read_records(path)):
+        ctx = RecordContext(path, index, peek_id(record, "_id"))
+        doc_id = str(ctx.get(record, "_id", (str, int))).strip()
+        if not doc_id:
+            raise ctx.error("empty id", "_id")
+        if doc_id in seen:
+            raise ctx.error("duplicate document id", "_id")
+        seen.add(doc_id)
+        text = ctx.get(record, "text", str)
+        title = record.get("title") or ""
+        if not isinstance(title, str):
+            raise ctx.error(f"expected a string, got {type(title).__name__}", "title")
+        # A few BEIR corpora hold title-only entries; the title then stands as the text.
+        sentences = split_sentences(text) or split_sentences(title)
+        documents.append(Document(doc_id, title.strip(), sentences))
+    return tuple(documents)
+
+
+def read_queries(path: Path) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    for index, record in enumerate(read_records(path)):
+        ctx = RecordContext(path, index, peek_id(record, "_id"))
+        query_id = str(ctx.get(record, "_id", (str, int))).strip()
+        if query_id in queries:
+            raise ctx.error("duplicate query id", "_id")
+        queries[query_id] = ctx.text(record, "text")
+    return queries
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: score}}`` in file order; the header row is required."""
+    if not path.is_file():
+        raise FileNotFoundError(f"qrels file not found: {path}")
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        rows = csv.reader(handle, delimiter="\t")
+        header = next(rows, None)
+        if header is None or tuple(h.strip() for h in header) != _QRELS_HEADER:
+            expected = "\t".join(_QRELS_HEADER)
+            raise DatasetFormatError(path, f"expected the header {expected!r}, got {header!r}", field="header")
+        for index, row in enumerate(rows):
+            if not row or not "".join(row).strip():
+                continue
+            query_id = row[0].strip() if row else None
+            if len(row) != 3:
+                raise DatasetFormatError(path, f"expected 3 tab-separated columns, got {len(row)}", index, query_id)
+            try:
+                score = int(row[2])
+            except ValueError:
+                raise DatasetFormatError(path, f"score {row[2]!r} is not an integer", index, query_id, "score") from None
+            qrels.setdefault(query_id, {})[row[1].strip()] = score
+    if not qrels:
+        raise DatasetFormatError(path, "file holds no judgements")
+    return qrels
+
+
+def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[Example]:
+    """One Example per judged query of ``qrels/<split>.tsv``, all sharing the corpus."""
+    path = Path(path)
+    if not is_beir_folder(path):
+        raise FileNotFoundError(f"not a BEIR folder (needs corpus.jsonl and queries.jsonl): {path}")
+    qrels_path = path / "qrels" / f"{split}.tsv"
+    qrels = read_qrels(qrels_path)
+    queries = read_queries(path / "queries.jsonl")
+    documents = read_corpus(path / "corpus.jsonl")
+    order = {d.doc_id: i for i, d in enumerate(documents)}
+
+    examples = []
+    for index, (query_id, judged) in enumerate(qrels.items()):
+        if query_id not in queries:
+            raise DatasetFormatError(qrels_path, "query id not in queries.jsonl", index, query_id, "query-id")
+        gold = sorted((doc for doc, score in judged.items() if score > 0 and doc in order), key=order.__getitem__)
+        examples.append(
+            Example(
+                question_id=query_id,
+                question=queries[query_id],
+                answers=(),
+                gold_doc_ids=tuple(gold),
+                documents=documents,
+                hops=1,
+                split=split,
+                dataset=dataset,
+                metadata={"qrels": dict(judged), "missing_qrels": sum(doc not in order for doc in judged)},
+            )
+        )
+    return examples

@@ -1,0 +1,114 @@
+"""ExpertQA (Malaviya et al., 2024) records as Examples: expert questions with long cited answers.
+
+Fields: ``question, annotator_id, answers {system: {answer_string, revised_answer_string, claims
+[{claim_string, evidence [...], support, ...}], attribution [...]}}, metadata {question_type,
+field, specific_field}``. Records carry no id: the question id is the record's position in the
+file (stable for a given file).
+
+``attribution`` lists only ``"[n] URL"`` strings; the page text a system drew on is in the claims'
+``evidence`` entries, ``"[n] URL\\n\\ntext"``. Each distinct evidence text is one Document (title:
+its URL; text split into sentences), shared by every claim that cites it. Entries that are a bare
+URL (Bing Chat answers, for one) carry no text and make no document; a record whose evidence is
+all bare URLs has nothing to retrieve and is skipped by the loader (:func:`has_evidence_text`),
+with one counted warning per file. Gold documents are those the answer string cites by ``[n]``.
+Answers are each system's ``answer_string`` then its expert-revised ``revised_answer_string``.
+``qtype`` is ``metadata.field`` (Healthcare / Medicine, Engineering and Technology, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from harness.data.records import RecordContext, answers, doc_id_for
+from harness.data.sentences import split_sentences
+from harness.types import Document, Example
+
+ID_FIELD = None  # records carry no id; the position in the file stands in
+_EVIDENCE = re.compile(r"\s*\[(\d+)\]\s*(\S+)(?:\s*\n\s*\n(.*))?\Z", re.DOTALL)
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+def _evidence_texts(record: dict[str, Any]) -> list[str]:
+    out = []
+    for system in (record.get("answers") or {}).values() if isinstance(record.get("answers"), dict) else ():
+        for claim in (system.get("claims") or []) if isinstance(system, dict) else ():
+            for evidence in (claim.get("evidence") or []) if isinstance(claim, dict) else ():
+                match = _EVIDENCE.match(evidence) if isinstance(evidence, str) else None
+                if match and (match.group(3) or "").strip():
+                    out.append(evidence)
+    return out
+
+
+def has_evidence_text(record: dict[str, Any]) -> bool:
+    """False for records whose cited evidence is URLs only (nothing to retrieve or read)."""
+    return bool(_evidence_texts(record))
+
+
+def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:
+    qid = str(ctx.index)
+    question = ctx.text(record, "question")
+    systems = ctx.get(record, "answers", dict)
+    if not systems:
+        raise ctx.error("no system answers", "answers")
+
+    documents: list[Document] = []
+    by_text: dict[tuple[str, str], str] = {}  # (url, text) -> doc id
+    gold: set[str] = set()
+    answer_texts: list[str] = []
+    bare_urls = 0
+    for name, system in systems.items():
+        field = f"answers.{name}"
+        if not isinstance(system, dict):
+            raise ctx.error(f"expected an object, got {type(system).__name__}", field)
+        answer = ctx.text(system, "answer_string") if "answer_string" in system else None
+        if answer is None:
+            raise ctx.error("missing field", f"{field}.answer_string")
+        answer_texts.append(answer)
+        revised = system.get("revised_answer_string")
+        if isinstance(revised, str) and revised.strip():
+            answer_texts.append(revised.strip())
+        cited = set(_CITATION.findall(answer))
+        claims = system.get("claims") or []
+        if not isinstance(claims, list):
+            raise ctx.error(f"expected a list, got {type(claims).__name__}", f"{field}.claims")
+        for c_index, claim in enumerate(claims):
+            evidence = claim.get("evidence") if isinstance(claim, dict) else None
+            efield = f"{field}.claims[{c_index}].evidence"
+            if not isinstance(evidence, list):
+                raise ctx.error("expected a list of evidence strings", efield)
+            for e_index, entry in enumerate(evidence):
+                match = _EVIDENCE.match(entry) if isinstance(entry, str) else None
+                if match is None:
+                    raise ctx.error(f"entry {e_index} is not an '[n] URL' evidence string", efield)
+                number, url, text = match.group(1), match.group(2), (match.group(3) or "").strip()
+                if not text:
+                    bare_urls += 1
+                    continue
+                key = (url, text)
+                if key not in by_text:
+                    by_text[key] = doc_id_for(qid, len(documents))
+                    documents.append(Document(by_text[key], url, split_sentences(text)))
+                if number in cited:
+                    gold.add(by_text[key])
+    if not documents:
+        raise ctx.error("no evidence with text (only bare URLs)", "answers")
+
+    meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    return Example(
+        question_id=qid,
+        question=question,
+        answers=answers(answer_texts[0], answer_texts[1:], ctx, "answers"),
+        gold_doc_ids=tuple(d.doc_id for d in documents if d.doc_id in gold),
+        documents=tuple(documents),
+        hops=max(1, len(gold)),
+        qtype=str(meta.get("field", "")),
+        split=split,
+        dataset=dataset,
+        metadata={
+            "systems": tuple(systems),
+            "question_type": meta.get("question_type", ""),
+            "specific_field": meta.get("specific_field", ""),
+            "bare_url_evidence": bare_urls,
+        },
+    )

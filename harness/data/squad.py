@@ -1,0 +1,203 @@
+"""SQuAD-style files (COVID-QA) as Examples: one per question, over its article cut into passages.
+
+Layout: ``{"data": [{"paragraphs": [{"context", "document_id"?, "qas": [{"id", "question",
+"answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}``. COVID-QA stores each whole
+article (thousands of words) as one ``context``, too long to rank or read as one unit, so every
+context is split into sentences (:func:`harness.data.sentences.split_sentences`, line by line, so a
+title or author line never runs into the abstract) and the sentences are packed greedily, in
+order, into passages of at most ``passage_words`` words (a single longer sentence is a passage of
+its own). All questions on a context share its passages, whose ids are
+``f"{document_id}::{position}"`` (the context's position in the file when it has no
+``document_id``); the title of each passage is the context's first line (the article title).
+
+Gold documents are the passages that overlap an answer span. About a sixth of COVID-QA's
+``answer_start`` offsets are off by a few characters (the answer text often keeps a leading space
+the offset skips); the span used is the occurrence of the stripped answer text nearest to
+``answer_start``, falling back to ``answer_start`` itself when the text is not in the context.
+Unanswerable SQuAD v2 questions (``is_impossible``) are kept with no answers and no gold passages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.data.errors import DatasetFormatError
+from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
+from harness.data.sentences import split_sentences
+from harness.types import Document, Example
+
+ID_FIELD = "id"
+DEFAULT_PASSAGE_WORDS = 100
+
+
+@dataclass(frozen=True)
+class Passage:
+    start: int  # character span of the passage in its context
+    end: int
+    sentences: tuple[str, ...]
+
+
+def split_passages(text: str, max_words: int = DEFAULT_PASSAGE_WORDS) -> list[Passage]:
+    """``text`` as consecutive passages of whole sentences, at most ``max_words`` words each."""
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+        raise ValueError(f"passage_words must be a positive integer, got {max_words!r}")
+    spans = _sentence_spans(text)
+    passages: list[Passage] = []
+    current: list[tuple[int, int, str]] = []
+    words = 0
+    for start, end, sentence in spans:
+        n = len(sentence.split())
+        if current and words + n > max_words:
+            passages.append(_passage(current))
+            current, words = [], 0
+        current.append((start, end, sentence))
+        words += n
+    if current:
+        passages.append(_passage(current))
+    return passages
+
+
+def _passage(spans: list[tuple[int, int, str]]) -> Passage:
+    return Passage(spans[0][0], spans[-1][1], tuple(s for _, _, s in spans))
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, sentence) for every sentence, line by line; whitespace inside is collapsed."""
+    spans = []
+    line_start = 0
+    for line in text.split("\n"):
+        pos = line_start
+        for sentence in split_sentences(line):
+            # The splitter returns stripped substrings in order, so each is found after the last.
+            start = text.index(sentence, pos)
+            pos = start + len(sentence)
+            spans.append((start, pos, " ".join(sentence.split())))
+        line_start += len(line) + 1
+    return spans
+
+
+def answer_span(context: str, text: str, start: int) -> tuple[int, int]:
+    """The span of ``text`` (stripped) nearest to the released ``start`` offset."""
+    needle = text.strip()
+    best = None
+    found = context.find(needle)
+    while found >= 0 and needle:
+        if best is None or abs(found - start) < abs(best - start):
+            best = found
+        found = context.find(needle, found + 1)
+    if best is None:
+        return start, start + max(len(needle), 1)
+    return best, best + len(needle)
+
+
+def read_articles(path: Path) -> list[dict[str, Any]]:
+    """The ``data`` list of a SQuAD-style file, each entry checked to be an object."""
+    try:
+        top = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(path, f"invalid JSON at char {exc.pos}: {exc.msg}") from exc
+    if not isinstance(top, dict) or not isinstance(top.get("data"), list):
+        raise DatasetFormatError(path, "expected a JSON object with a 'data' list", field="data")
+    for index, article in enumerate(top["data"]):
+        if not isinstance(article, dict):
+            raise DatasetFormatError(path, f"expected an object, got {type(article).__name__}", index, field="data")
+    return top["data"]
+
+
+def load_file(
+    path: str | Path,
+    *,
+    dataset: str,
+    split: str,
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
+) -> list[Example]:
+    """Every question of a SQuAD-style file as an Example, in file order.
+
+    Errors name the article index (``record``) and the field path inside it.
+    """
+    path = Path(path)
+    examples: list[Example] = []
+    position = 0
+    for a_index, article in enumerate(read_articles(path)):
+        ctx = RecordContext(path, a_index, None)
+        paragraphs = ctx.get(article, "paragraphs", list)
+        for p_index, paragraph in enumerate(paragraphs):
+            field = f"paragraphs[{p_index}]"
+            if not isinstance(paragraph, dict):
+                raise ctx.error(f"expected an object, got {type(paragraph).__name__}", field)
+            context = paragraph.get("context")
+            if not isinstance(context, str) or not context.strip():
+                raise ctx.error("missing or empty 'context'", f"{field}.context")
+            doc_key = peek_id(paragraph, "document_id") or str(position)
+            position += 1
+            passages = split_passages(context, passage_words)
+            title = context.strip().split("\n", 1)[0].strip()
+            documents = tuple(
+                Document(doc_id=doc_id_for(doc_key, i), title=title, sentences=p.sentences)
+                for i, p in enumerate(passages)
+            )
+            qas = paragraph.get("qas")
+            if not isinstance(qas, list):
+                raise ctx.error("missing 'qas' list", f"{field}.qas")
+            for q_index, qa in enumerate(qas):
+                qfield = f"{field}.qas[{q_index}]"
+                if not isinstance(qa, dict):
+                    raise ctx.error(f"expected an object, got {type(qa).__name__}", qfield)
+                qctx = RecordContext(path, a_index, peek_id(qa, ID_FIELD))
+                examples.append(
+                    _question(qa, qctx, qfield, context, passages, documents, doc_key, dataset, split)
+                )
+    if not examples:
+        raise DatasetFormatError(path, "file holds no questions")
+    return examples
+
+
+def _question(
+    qa: dict[str, Any],
+    ctx: RecordContext,
+    field: str,
+    context: str,
+    passages: list[Passage],
+    documents: tuple[Document, ...],
+    doc_key: str,
+    dataset: str,
+    split: str,
+) -> Example:
+    try:
+        qid = question_id(qa, ID_FIELD, ctx)
+        question = ctx.text(qa, "question")
+        raw_answers = ctx.get(qa, "answers", list)
+    except DatasetFormatError as exc:
+        raise ctx.error(exc.message, f"{field}.{exc.field}") from exc
+    impossible = bool(qa.get("is_impossible", False))
+    texts: list[str] = []
+    gold_positions: set[int] = set()
+    for a_index, answer in enumerate(raw_answers):
+        afield = f"{field}.answers[{a_index}]"
+        if not isinstance(answer, dict):
+            raise ctx.error(f"expected an object, got {type(answer).__name__}", afield)
+        text, start = answer.get("text"), answer.get("answer_start")
+        if not isinstance(text, str) or not text.strip():
+            raise ctx.error("missing or empty 'text'", afield)
+        if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start < len(context):
+            raise ctx.error(f"answer_start {start!r} is not an offset into the context", afield)
+        texts.append(text.strip())
+        lo, hi = answer_span(context, text, start)
+        gold_positions.update(i for i, p in enumerate(passages) if p.start < hi and lo < p.end)
+    if not texts and not impossible:
+        raise ctx.error("no answers for a question not marked is_impossible", f"{field}.answers")
+    answer_tuple = answers(texts[0], texts[1:], ctx, f"{field}.answers") if texts else ()
+    return Example(
+        question_id=qid,
+        question=question,
+        answers=answer_tuple,
+        gold_doc_ids=tuple(documents[i].doc_id for i in sorted(gold_positions)),
+        documents=documents,
+        hops=1,
+        split=split,
+        dataset=dataset,
+        metadata={"document_id": doc_key, "answerable": not impossible},
+    )
