@@ -345,8 +345,8 @@ def test_unknown_layout_names_the_keys(tmp_path):
 
 def test_bad_arguments_are_value_errors(tmp_path):
     path = _write(tmp_path / "h.json", [_hotpot_record("q1")])
-    with pytest.raises(ValueError, match="unknown layout 'squad'"):
-        load_examples(path, "squad")
+    with pytest.raises(ValueError, match="unknown layout 'nosuchlayout'"):
+        load_examples(path, "nosuchlayout")
     with pytest.raises(ValueError, match="setting='fullwiki' applies to the hotpotqa layout only"):
         load_examples(path, "musique", setting="fullwiki")
     with pytest.raises(ValueError, match="unknown HotpotQA setting 'open'"):

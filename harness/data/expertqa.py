@@ -29,20 +29,25 @@ _EVIDENCE = re.compile(r"\s*\[(\d+)\]\s*(\S+)(?:\s*\n\s*\n(.*))?\Z", re.DOTALL)
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
-def _evidence_texts(record: dict[str, Any]) -> list[str]:
-    out = []
-    for system in (record.get("answers") or {}).values() if isinstance(record.get("answers"), dict) else ():
-        for claim in (system.get("claims") or []) if isinstance(system, dict) else ():
-            for evidence in (claim.get("evidence") or []) if isinstance(claim, dict) else ():
-                match = _EVIDENCE.match(evidence) if isinstance(evidence, str) else None
-                if match and (match.group(3) or "").strip():
-                    out.append(evidence)
-    return out
-
-
 def has_evidence_text(record: dict[str, Any]) -> bool:
-    """False for records whose cited evidence is URLs only (nothing to retrieve or read)."""
-    return bool(_evidence_texts(record))
+    """False for records whose cited evidence is all bare ``[n] URL`` strings (nothing to retrieve
+    or read). Anything else, malformed entries included, is True, so the parser reports it."""
+    systems = record.get("answers")
+    if not isinstance(systems, dict):
+        return True
+    for system in systems.values():
+        claims = system.get("claims") if isinstance(system, dict) else None
+        if not isinstance(claims, list):
+            return True
+        for claim in claims:
+            evidence = claim.get("evidence") if isinstance(claim, dict) else None
+            if not isinstance(evidence, list):
+                return True
+            for entry in evidence:
+                match = _EVIDENCE.match(entry) if isinstance(entry, str) else None
+                if match is None or (match.group(3) or "").strip():
+                    return True
+    return False
 
 
 def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:

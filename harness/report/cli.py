@@ -36,6 +36,7 @@ from harness.report.tables import (
     resolve_baseline,
     retrieval_perfect_table,
 )
+from harness.report.trees import tree_tables
 
 log = logging.getLogger("harness.report")
 
@@ -123,6 +124,7 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
         report.tables.append(table)
     tables, report.studies = diversity_tables(rows, layout, options)
     report.tables.extend(tables)
+    report.tables.extend(tree_tables(rows, layout, options))
     return report
 
 
