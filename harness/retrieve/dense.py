@@ -94,7 +94,12 @@ class DenseRetriever:
     def _retrieve_open(self, examples: list[Example], queries: np.ndarray) -> list[Pool]:
         corpus: dict[str, Document] = {}
         owners: dict[str, dict[str, str]] = {}  # content key -> {question_id: that question's doc id}
+        seen_collections: set[int] = set()
         for ex in examples:
+            # A corpus shared by reference between questions (BEIR) is indexed once; its ids are global.
+            if id(ex.documents) in seen_collections:
+                continue
+            seen_collections.add(id(ex.documents))
             for doc in ex.documents:
                 key = stable_hash(doc.title, doc.text)
                 corpus.setdefault(key, doc)
