@@ -62,3 +62,9 @@ def test_chunk_overlap_windows_inherit_identity(hash_encoder):
 def test_injection_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         NearDuplicateInjection(**bad)
+
+
+def test_copy_count_rounds_half_up():
+    pool = make_pool(n_docs=10)
+    for rho, expected in ((0.05, 1), (0.15, 2), (0.25, 3), (0.024, 0)):
+        assert len(NearDuplicateInjection(rho=rho)._copies(pool, np.random.default_rng(0))) == expected

@@ -47,12 +47,12 @@ class NearDuplicateInjection(Perturbation):
 
     def _copies(self, pool: Pool, rng: np.random.Generator) -> list[Candidate]:
         m = len(pool.candidates)
-        n_copies = round(self.rho * m)
+        n_copies = int(np.floor(self.rho * m + 0.5))  # half up: rho = 0.05 of 10 documents is one copy
         if n_copies == 0 or m == 0:
             return []
         gold = set(pool.example.gold_doc_ids)
         gold_idx = [i for i, c in enumerate(pool.candidates) if gold.intersection(c.source_ids)]
-        n_gold = round(self.gold_share * n_copies) if gold_idx else 0
+        n_gold = int(np.floor(self.gold_share * n_copies + 0.5)) if gold_idx else 0
         picks = list(rng.choice(gold_idx, size=n_gold, replace=True)) if n_gold else []
         picks += list(rng.integers(0, m, size=n_copies - n_gold))
         return [shuffled_copy(pool.candidates[i], rng, j) for j, i in enumerate(picks)]

@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
     """Every section the rows support, in report order."""
+    if options.metric == "f1" and not has_values(rows, "f1") and has_values(rows, "s_recall"):
+        # Selection-only sweeps (read=false) have no answers: report their selection metric instead.
+        log.info("no F1 in these rows (read=false runs): reporting s_recall")
+        options.metric = "s_recall"
     if not has_values(rows, options.metric):
         numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
         raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
