@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -160,7 +161,9 @@ class Pipeline:
             for _, sel, _ in selections
         ]
         flat_texts = [s.text for snippets in all_snippets for s in snippets]
-        flat_vectors = self.encoder.encode_documents(flat_texts)
+        # With nothing to embed (packer=none) the encoder is not touched, so a cached run never loads it.
+        dim = len(pools[0].query_embedding) if pools else 0
+        flat_vectors = self.encoder.encode_documents(flat_texts) if flat_texts else np.zeros((0, dim), np.float32)
         self._timed("snippets", start)
 
         start, offset = time.perf_counter(), 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.pack.base import Packer, PackingRequest
+from harness.retrieve.dense import candidate_text
 from harness.types import Context, Snippet
 
 
@@ -13,17 +14,11 @@ class NoPacker(Packer):
         super().__init__(name)
 
     def pack(self, request: PackingRequest) -> Context:
+        candidates = request.pool.candidates
+        texts = [candidate_text(c) for c in candidates]
+        costs = request.tokens.count_many(texts)
         snippets = [
-            Snippet(
-                text=f"{c.title}: {c.text}" if c.title else c.text,
-                cand_id=c.cand_id,
-                source_ids=c.source_ids,
-                tokens=0,
-                title=c.title,
-                rank=rank,
-            )
-            for rank, c in enumerate(request.pool.candidates)
+            Snippet(text=text, cand_id=c.cand_id, source_ids=c.source_ids, tokens=cost, title=c.title, rank=rank)
+            for rank, (c, text, cost) in enumerate(zip(candidates, texts, costs))
         ]
-        costs = request.tokens.count_many([s.text for s in snippets])
-        snippets = [Snippet(**{**s.__dict__, "tokens": cost}) for s, cost in zip(snippets, costs)]
         return Context(snippets=snippets, budget=None, packer=self.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 
 import numpy as np
 
@@ -23,6 +24,6 @@ def rerank(pool: Pool, candidates: list[Candidate], embeddings: np.ndarray, size
     scores = embeddings @ pool.query_embedding
     order = np.argsort(-scores, kind="stable")[: size if size else len(candidates)]
     ranked = [
-        Candidate(**{**candidates[i].__dict__, "score": float(scores[i])}) for i in order
+        replace(candidates[i], score=float(scores[i])) for i in order
     ]
     return Pool(pool.example, ranked, embeddings[order], pool.query_embedding)
