@@ -106,6 +106,9 @@ class Snippet:
     title: str = ""
     position: int = 0  # sentence index inside its candidate (keeps reading order)
     rank: int = 0  # rank of its candidate in the pool
+    # A token prefix of a unit cut to fit the budget: the reader sees it, but it does not count as its
+    # document contributing a snippet (gold coverage credits whole units only).
+    truncated: bool = False
 
 
 @dataclass

@@ -21,7 +21,7 @@ def tree_config(tree: str, tmp_path, budget: int):
         cfg = compose(config_name="config", overrides=[
             "experiment=trees_qasper", f"tree={tree}", f"dataset.path={QASPER}", "dataset.answer_types=[abstractive]",
             "dataset.sample_size=3", "logger=none", f"paths.cache_dir={tmp_path}", f"budget={budget}",
-            "tree.reducer=pca", "packer.truncate_last=false",  # RAPTOR's collapsed tree: whole nodes only
+            "tree.reducer=pca", "packer.misfit=stop_at_first_misfit",  # RAPTOR's collapsed tree: whole nodes only
         ])
     cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM"})
     return cfg

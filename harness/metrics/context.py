@@ -68,22 +68,37 @@ def _snippet_is_gold(source_ids: tuple[str, ...], gold: set[str]) -> bool:
     return any(s in gold for s in source_ids)
 
 
+def contributing_source_ids(context: Context) -> set[str]:
+    """Documents that contribute a snippet: a source of at least one whole (untruncated) snippet."""
+    return {s for snip in context.snippets if not snip.truncated for s in snip.source_ids}
+
+
 def gold_doc_coverage(context: Context, gold_doc_ids: Iterable[str]) -> float:
-    """Fraction of distinct gold documents with at least one snippet in the context; NaN with no gold docs."""
+    """Fraction of distinct gold documents contributing at least one snippet; NaN with no gold docs.
+
+    A document contributes a snippet when a whole unit of it (a sentence, a window, a node: whatever
+    ``snippets.unit`` makes) is in the context. A fragment that a packer cut to fit the budget
+    (``Snippet.truncated``; ``packer=packed`` with ``misfit=truncate_last``) is shown to the reader and
+    counts for answer-in-context, which is measured on the rendered text, but never credits its document
+    here, however long: fragments ran as short as "The" or "He was", and crediting them inflated the
+    naive baseline's coverage. ``Context.extra["fragment_tokens"]`` keeps the fragment's length.
+    """
     gold = set(gold_doc_ids)
     if not gold:
         return math.nan
-    return len(gold & context.source_ids) / len(gold)
+    return len(gold & contributing_source_ids(context)) / len(gold)
 
 
 def all_gold_in_reader(context: Context, gold_doc_ids: Iterable[str]) -> float:
-    """1.0 if every gold document reached the reader, else 0.0; NaN with no gold docs."""
+    """1.0 if every gold document contributes a snippet (see :func:`gold_doc_coverage`), else 0.0; NaN with
+    no gold docs."""
     coverage = gold_doc_coverage(context, gold_doc_ids)
     return coverage if math.isnan(coverage) else float(coverage == 1.0)
 
 
 def gold_token_density(context: Context, gold_doc_ids: Iterable[str]) -> float:
-    """Share of the context's snippet tokens that come from a gold document.
+    """Share of the context's snippet tokens that come from a gold document (fragments included: their
+    tokens do reach the reader).
 
     0.0 for an empty context; NaN when the question has no gold documents (undefined, and a 0 would
     drag averages over questions that simply lack gold annotation).

@@ -41,3 +41,14 @@ def addable(chosen_costs: Sequence[int] | np.ndarray, candidate_costs: np.ndarra
     chosen_costs = np.asarray(chosen_costs, dtype=np.int64)
     separator = SEPARATOR_TOKENS if chosen_costs.size else 0
     return packed_cost(chosen_costs) + separator + np.asarray(candidate_costs, dtype=np.int64) <= budget
+
+
+def room(chosen_costs: Sequence[int] | np.ndarray, budget: int) -> int:
+    """Reader tokens left for one more snippet after ``chosen_costs``, its separator already paid.
+
+    The largest ``c`` with ``addable(chosen_costs, [c], budget)`` true (negative when nothing more fits),
+    so a fragment cut to ``room`` tokens obeys the same rule as a whole snippet.
+    """
+    chosen_costs = np.asarray(chosen_costs, dtype=np.int64)
+    separator = SEPARATOR_TOKENS if chosen_costs.size else 0
+    return int(budget - packed_cost(chosen_costs) - separator)

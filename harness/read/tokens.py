@@ -23,14 +23,30 @@ class TokenCounter:
         return [self._count(t) for t in texts]
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        """The longest token prefix of ``text`` whose decoding has at most ``max_tokens`` tokens."""
-        if max_tokens <= 0:
+        """The longest prefix of ``text`` that ends on a token boundary, is made of whole characters and
+        counts at most ``max_tokens`` tokens on its own.
+
+        Byte-level tokenizers split a multi-byte character (Armenian, CJK) over several tokens, so a
+        cut after an arbitrary token decodes to U+FFFD. A fast tokenizer's character offsets give cuts
+        that are prefixes of the original string, hence whole characters; a slow one falls back to
+        decoding and rejects prefixes that gained a U+FFFD the text did not have.
+        """
+        if max_tokens <= 0 or not text:
+            return ""
+        if getattr(self.tokenizer, "is_fast", False):
+            encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            ends = [end for _, end in encoded["offset_mapping"]]
+            for n in range(min(max_tokens, len(ends)), 0, -1):
+                prefix = text[: ends[n - 1]].rstrip()
+                if prefix and self.count(prefix) <= max_tokens:
+                    return prefix
             return ""
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        n = min(max_tokens, len(ids))
-        while n > 0:
+        replacement_allowed = "\ufffd" in text
+        for n in range(min(max_tokens, len(ids)), 0, -1):
             prefix = self.tokenizer.decode(ids[:n], skip_special_tokens=True).strip()
-            if self.count(prefix) <= max_tokens:
+            if not replacement_allowed and "\ufffd" in prefix:
+                continue
+            if prefix and self.count(prefix) <= max_tokens:
                 return prefix
-            n -= 1
         return ""
