@@ -14,12 +14,14 @@ naming a document absent from the corpus are left out of the gold set and counte
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
-from harness.data.errors import DatasetFormatError
-from harness.data.io import read_records
+from harness.data.errors import DatasetFormatError, DatasetNotFoundError
+from harness.data.io import read_records, read_text
 from harness.data.records import RecordContext, peek_id
 from harness.data.sentences import split_sentences
+from harness.data.validate import RecordChecks
 from harness.types import Document, Example
 
 _QRELS_HEADER = ("query-id", "corpus-id", "score")
@@ -32,58 +34,64 @@ def is_beir_folder(path: str | Path) -> bool:
 
 def read_corpus(path: Path) -> tuple[Document, ...]:
     documents = []
-    seen: set[str] = set()
+    checks = RecordChecks(path, unit="documents")
     for index, record in enumerate(read_records(path)):
         ctx = RecordContext(path, index, peek_id(record, "_id"))
         doc_id = str(ctx.get(record, "_id", (str, int))).strip()
         if not doc_id:
             raise ctx.error("empty id", "_id")
-        if doc_id in seen:
-            raise ctx.error("duplicate document id", "_id")
-        seen.add(doc_id)
+        checks.unique(doc_id, ctx, "_id", what="document id")
         text = ctx.get(record, "text", str)
         title = record.get("title") or ""
         if not isinstance(title, str):
             raise ctx.error(f"expected a string, got {type(title).__name__}", "title")
         # A few BEIR corpora hold title-only entries; the title then stands as the text.
         sentences = split_sentences(text) or split_sentences(title)
+        if not sentences:
+            raise ctx.error("document has neither text nor title", "text")
         documents.append(Document(doc_id, title.strip(), sentences))
     return tuple(documents)
 
 
 def read_queries(path: Path) -> dict[str, str]:
     queries: dict[str, str] = {}
+    checks = RecordChecks(path, unit="queries")
     for index, record in enumerate(read_records(path)):
         ctx = RecordContext(path, index, peek_id(record, "_id"))
         query_id = str(ctx.get(record, "_id", (str, int))).strip()
-        if query_id in queries:
-            raise ctx.error("duplicate query id", "_id")
+        checks.unique(query_id, ctx, "_id", what="query id")
         queries[query_id] = ctx.text(record, "text")
     return queries
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """``{query_id: {doc_id: score}}`` in file order; the header row is required."""
-    if not path.is_file():
-        raise FileNotFoundError(f"qrels file not found: {path}")
+    # Qrels rows hold no quoted newlines, so a bad byte's row is its line less the header.
+    text = read_text(path, locate=lambda prefix: max(0, prefix.count("\n") - 1), what="qrels file")
+    if not text.strip():
+        raise DatasetFormatError(path, "file is empty")
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        header = next(rows, None)
-        if header is None or tuple(h.strip() for h in header) != _QRELS_HEADER:
-            expected = "\t".join(_QRELS_HEADER)
-            raise DatasetFormatError(path, f"expected the header {expected!r}, got {header!r}", field="header")
-        for index, row in enumerate(rows):
-            if not row or not "".join(row).strip():
-                continue
-            query_id = row[0].strip() if row else None
-            if len(row) != 3:
-                raise DatasetFormatError(path, f"expected 3 tab-separated columns, got {len(row)}", index, query_id)
-            try:
-                score = int(row[2])
-            except ValueError:
-                raise DatasetFormatError(path, f"score {row[2]!r} is not an integer", index, query_id, "score") from None
-            qrels.setdefault(query_id, {})[row[1].strip()] = score
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+    header = next(rows, None)
+    if header is None or tuple(h.strip() for h in header) != _QRELS_HEADER:
+        expected = "\t".join(_QRELS_HEADER)
+        raise DatasetFormatError(path, f"expected the header {expected!r}, got {header!r}", field="header")
+    for index, row in enumerate(rows):
+        if not row or not "".join(row).strip():
+            continue
+        query_id = row[0].strip() if row else None
+        if len(row) != 3:
+            raise DatasetFormatError(path, f"expected 3 tab-separated columns, got {len(row)}", index, query_id)
+        try:
+            score = int(row[2])
+        except ValueError:
+            raise DatasetFormatError(path, f"score {row[2]!r} is not an integer", index, query_id, "score") from None
+        judged = qrels.setdefault(query_id, {})
+        doc_id = row[1].strip()
+        if doc_id in judged:
+            # A second judgement of the same pair would silently replace the first.
+            raise DatasetFormatError(path, f"document {doc_id!r} judged twice for this query", index, query_id, "corpus-id")
+        judged[doc_id] = score
     if not qrels:
         raise DatasetFormatError(path, "file holds no judgements")
     return qrels
@@ -92,8 +100,10 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[Example]:
     """One Example per judged query of ``qrels/<split>.tsv``, all sharing the corpus."""
     path = Path(path)
-    if not is_beir_folder(path):
-        raise FileNotFoundError(f"not a BEIR folder (needs corpus.jsonl and queries.jsonl): {path}")
+    if not path.exists():
+        raise DatasetNotFoundError(path, "BEIR folder not found")
+    if not path.is_dir():
+        raise DatasetFormatError(path, "expected a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), got a file")
     qrels_path = path / "qrels" / f"{split}.tsv"
     qrels = read_qrels(qrels_path)
     queries = read_queries(path / "queries.jsonl")

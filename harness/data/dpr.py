@@ -28,6 +28,8 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     if len(texts) != len(raw_answers) or not texts:
         raise ctx.error("expected a non-empty list of non-blank answer strings", "answers")
     ctxs = ctx.get(record, "ctxs", list)
+    if not ctxs:
+        raise ctx.error("empty context", "ctxs")
 
     documents: list[Document] = []
     gold: list[str] = []

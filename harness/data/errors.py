@@ -42,3 +42,7 @@ class DatasetFormatError(ValueError):
     def __reduce__(self):
         # Keyword-style constructors do not survive pickling by default (multiprocess launchers).
         return (type(self), (self.path, self.message, self.index, self.record_id, self.field))
+
+
+class DatasetNotFoundError(DatasetFormatError, FileNotFoundError):
+    """A dataset path that does not exist; also a FileNotFoundError, for callers that catch that."""

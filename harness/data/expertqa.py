@@ -9,8 +9,9 @@ file (stable for a given file).
 ``evidence`` entries, ``"[n] URL\\n\\ntext"``. Each distinct evidence text is one Document (title:
 its URL; text split into sentences), shared by every claim that cites it. Entries that are a bare
 URL (Bing Chat answers, for one) carry no text and make no document; a record whose evidence is
-all bare URLs has nothing to retrieve and is skipped by the loader (:func:`has_evidence_text`),
-with one counted warning per file. Gold documents are those the answer string cites by ``[n]``.
+all bare URLs has nothing to retrieve and is skipped by the loader, as is a record without any
+system answer (:func:`skip_reason`), with one counted warning per reason. A record repeating an
+earlier one's question and systems is a DatasetFormatError (it would be scored twice). Gold documents are those the answer string cites by ``[n]``.
 Answers are each system's ``answer_string`` then its expert-revised ``revised_answer_string``.
 ``qtype`` is ``metadata.field`` (Healthcare / Medicine, Engineering and Technology, ...).
 """
@@ -29,11 +30,24 @@ _EVIDENCE = re.compile(r"\s*\[(\d+)\]\s*(\S+)(?:\s*\n\s*\n(.*))?\Z", re.DOTALL)
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
+def skip_reason(record: dict[str, Any]) -> str | None:
+    """Why the loader skips a record by design, completing "records ..."; None to parse it.
+
+    Skipped: records with no system answer at all (``answers: {}``) and records whose cited
+    evidence is all bare ``[n] URL`` strings (nothing to retrieve or read). Anything malformed is
+    parsed, so the parser reports it.
+    """
+    systems = record.get("answers")
+    if isinstance(systems, dict) and not systems:
+        return "without any system answer"
+    return None if has_evidence_text(record) else "whose evidence is bare URLs only"
+
+
 def has_evidence_text(record: dict[str, Any]) -> bool:
     """False for records whose cited evidence is all bare ``[n] URL`` strings (nothing to retrieve
     or read). Anything else, malformed entries included, is True, so the parser reports it."""
     systems = record.get("answers")
-    if not isinstance(systems, dict):
+    if not isinstance(systems, dict) or not systems:
         return True
     for system in systems.values():
         claims = system.get("claims") if isinstance(system, dict) else None

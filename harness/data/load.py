@@ -11,7 +11,6 @@ SQuAD-style ``{"data": [...]}`` object, or else the first record's keys. See
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from functools import partial
@@ -25,9 +24,8 @@ from harness.data.demo import demo_file
 from harness.data.errors import DatasetFormatError
 from harness.data.io import read_records
 from harness.data.records import RecordContext, peek_id
+from harness.data.validate import RecordChecks
 from harness.types import Example
-
-log = logging.getLogger(__name__)
 
 LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
 _ID_FIELDS = {
@@ -38,10 +36,14 @@ _DEFAULT_NAMES = {
     "musique": "musique", "2wiki": "2wikimultihopqa", "demo": "demo", "squad": "covidqa",
     "expertqa": "expertqa", "ragbench": "ragbench", "beir": "beir", "dpr": "nq_open",
 }
-# Layouts whose rows may lack passages: (has passages?, what the skipped rows lack).
-_SKIPPABLE = {
-    "2wiki": (twowiki.has_context, "without 'context'"),
-    "expertqa": (expertqa.has_evidence_text, "whose evidence is bare URLs only"),
+# Layouts with rows skipped by design: record -> the reason it is skipped ("records ..."), or None.
+_SKIP_REASON: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "2wiki": lambda record: None if twowiki.has_context(record) else "without 'context'",
+    "expertqa": expertqa.skip_reason,
+}
+# What makes two records the same question, where the id field does not (ExpertQA has no ids).
+_IDENTITY: dict[str, tuple[Callable[[Example], Any], str, str]] = {
+    "expertqa": (lambda e: (e.question, e.metadata["systems"]), "record (same question and systems)", "question"),
 }
 _SPLIT_WORDS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
 
@@ -93,8 +95,9 @@ def load_examples(
     ``path=None`` reads the packaged demo set. ``name`` labels ``Example.dataset`` (default: the
     layout's dataset name); ``split`` defaults to the one the file name states, else ``test``;
     ``setting`` (``distractor``/``fullwiki``) applies to HotpotQA only, default ``distractor``.
-    Raises DatasetFormatError naming file, record and field on malformed input; 2WikiMultiHopQA
-    rows without ``context`` are skipped with one warning per file.
+    Raises DatasetFormatError naming file, record and field on malformed input, a repeated question
+    id included; rows skipped by design (2WikiMultiHopQA rows without ``context``, ExpertQA records
+    without answers or with bare-URL evidence only) are counted, one warning per reason.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
@@ -127,24 +130,19 @@ def load_examples(
     id_field = _ID_FIELDS[layout]
 
     examples: list[Example] = []
-    first_seen: dict[str, int] = {}
-    skipped = 0
+    checks = RecordChecks(path)
+    skip_reason = _SKIP_REASON.get(layout)
+    identity, what, identity_field = _IDENTITY.get(layout, (lambda e: e.question_id, "question id", id_field))
     for index, record in enumerate(records):
         ctx = RecordContext(path, index, peek_id(record, id_field) if id_field else None)
-        if layout in _SKIPPABLE and not _SKIPPABLE[layout][0](record):
-            skipped += 1
+        reason = skip_reason(record) if skip_reason is not None else None
+        if reason is not None:
+            checks.skip(reason)
             continue
         example = parse(record, ctx, dataset=dataset, split=split)
-        if example.question_id in first_seen:
-            raise ctx.error(
-                f"duplicate question id (first at record {first_seen[example.question_id]})", id_field
-            )
-        first_seen[example.question_id] = index
+        checks.unique(identity(example), ctx, identity_field, what=what)
         examples.append(example)
-    if skipped:
-        log.warning("skipped %d of %d records %s in %s", skipped, len(records), _SKIPPABLE[layout][1], path)
-    if not examples:
-        raise DatasetFormatError(path, f"all {len(records)} records are {_SKIPPABLE[layout][1]}")
+    checks.finish(len(records), len(examples))
     return examples
 
 
@@ -156,8 +154,9 @@ def _layout_from_source(path: Path) -> str | None:
         return "ragbench"
     if not path.is_file():
         return None
-    with path.open(encoding="utf-8-sig") as handle:
-        head = handle.read(4096).lstrip()
+    with path.open("rb") as handle:
+        # Only sniffing: a bad byte here is reported, with its offset, by the loader that reads the file.
+        head = handle.read(4096).decode("utf-8-sig", errors="replace").lstrip()
     # SQuAD files are one object whose first key is "data" or "version"; JSON lines start with a record.
     return "squad" if re.match(r'\{\s*"(data|version)"\s*:', head) else None
 

@@ -15,14 +15,18 @@ reference answers; NarrativeQA marks no evidence, so ``gold_doc_ids`` is empty.
 from __future__ import annotations
 
 import csv
+import io
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from harness.data.errors import DatasetFormatError
+from harness.data.errors import DatasetFormatError, DatasetNotFoundError
+from harness.data.io import read_text
 from harness.data.quality import html_paragraphs
+from harness.data.records import RecordContext
+from harness.data.validate import RecordChecks
 from harness.tree.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
@@ -37,15 +41,32 @@ CONTEXTS = ("summaries", "stories")
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
-def read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"NarrativeQA file not found: {path}")
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [f for f in required if f not in (reader.fieldnames or [])]
-        if missing:
-            raise DatasetFormatError(path, f"missing columns {missing}; header is {reader.fieldnames}", field=missing[0])
-        return list(reader)
+def _csv_row_at(prefix: str) -> int | None:
+    """Index of the data row (header excluded) that continues past ``prefix``."""
+    try:
+        rows = list(csv.reader(io.StringIO(prefix, newline="")))
+    except csv.Error:  # the prefix ends inside a quoted field
+        return None
+    ends_a_row = not prefix or prefix.endswith(("\n", "\r"))
+    return max(0, len(rows) - (1 if ends_a_row else 2))
+
+
+def read_csv(path: Path, required: tuple[str, ...], unique: str | None = None) -> list[dict[str, str]]:
+    """The rows of a CSV file with the ``required`` columns; ``unique`` names a column whose values
+    must not repeat (a repeated document would silently replace the first)."""
+    text = read_text(path, locate=_csv_row_at, what="NarrativeQA file")
+    if not text.strip():
+        raise DatasetFormatError(path, "file is empty")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [f for f in required if f not in (reader.fieldnames or [])]
+    if missing:
+        raise DatasetFormatError(path, f"missing columns {missing}; header is {reader.fieldnames}", field=missing[0])
+    rows = list(reader)
+    if unique is not None:
+        checks = RecordChecks(path, unit="rows")
+        for index, row in enumerate(rows):
+            checks.unique(row[unique], RecordContext(path, index, row[unique]), unique, what=unique)
+    return rows
 
 
 def story_paragraphs(raw: str, start: str = "", end: str = "") -> list[str]:
@@ -85,33 +106,38 @@ def load_narrativeqa(
     if context not in CONTEXTS:
         raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
     root = Path(to_absolute_path(str(root)))
-    count = resolve_token_counter(tokenizer, models_dir).count
+    if not root.exists():
+        raise DatasetNotFoundError(root, "NarrativeQA folder not found")
+    if not root.is_dir():
+        raise DatasetFormatError(root, "expected the NarrativeQA folder (qaps.csv, documents.csv, ...), got a file")
 
     qaps_path = root / "qaps.csv"
     qaps = read_csv(qaps_path, ("document_id", "set", "question", "answer1", "answer2"))
     qaps = [(i, row) for i, row in enumerate(qaps) if row["set"] == split]
+    # Read every file before the tokenizer loads, so a malformed one fails at once.
 
     if context == "summaries":
         path = root / summaries_file
-        rows = read_csv(path, ("document_id", "summary"))
+        rows = read_csv(path, ("document_id", "summary"), unique="document_id")
         texts = {row["document_id"]: [" ".join(row["summary"].split())] for row in rows}
         kinds: dict[str, str] = {}
     else:
         documents_path = root / "documents.csv"
-        rows = read_csv(documents_path, ("document_id", "kind", "story_start", "story_end"))
+        rows = read_csv(documents_path, ("document_id", "kind", "story_start", "story_end"), unique="document_id")
         meta = {row["document_id"]: row for row in rows}
         kinds = {d: row["kind"] for d, row in meta.items()}
         texts = {}
         for doc_id in dict.fromkeys(row["document_id"] for _, row in qaps):
             story = root / stories_dir / f"{doc_id}.content"
             if not story.is_file():
-                raise FileNotFoundError(f"story {doc_id!r} not found at {story}; run the official download script")
+                raise DatasetNotFoundError(story, f"story {doc_id!r} not found; run the official download script")
             row = meta.get(doc_id)
             if row is None:
                 raise DatasetFormatError(documents_path, f"no row for document {doc_id!r} named in qaps.csv", field="document_id")
             raw = story.read_text(encoding="utf-8", errors="replace")
             texts[doc_id] = story_paragraphs(raw, row["story_start"], row["story_end"])
 
+    count = resolve_token_counter(tokenizer, models_dir).count
     chunked: dict[str, tuple[Document, ...]] = {}
     examples: list[Example] = []
     for index, row in qaps:

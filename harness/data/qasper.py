@@ -24,7 +24,10 @@ from typing import Any
 import numpy as np
 
 from harness.data.errors import DatasetFormatError
+from harness.data.io import check_file, read_text, text_position
 from harness.data.load import split_from_filename
+from harness.data.records import RecordContext
+from harness.data.validate import RecordChecks
 from harness.tree.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
@@ -35,10 +38,26 @@ from harness.types import Document, Example
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of repeated keys; in the official layout that would drop a whole paper.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_json_objects(path: Path) -> list[dict[str, Any]]:
     """Every top-level JSON value of ``path`` (one, a list, or several concatenated), as records."""
-    text = path.read_text(encoding="utf-8-sig")
-    decoder = json.JSONDecoder()
+    text = read_text(path)
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
     values: list[Any] = []
     pos = 0
     while True:
@@ -49,7 +68,14 @@ def read_json_objects(path: Path) -> list[dict[str, Any]]:
         try:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise DatasetFormatError(path, f"invalid JSON at character {exc.pos}: {exc.msg}", index=len(values)) from exc
+            raise DatasetFormatError(
+                path, f"invalid or truncated JSON at {text_position(text, exc.pos)}: {exc.msg}", index=len(values)
+            ) from None
+        except _DuplicateKey as exc:
+            raise DatasetFormatError(
+                path, f"key {exc.key!r} repeats in one JSON object (the later value would replace the earlier)",
+                index=len(values), field=exc.key,
+            ) from None
         values.append(value)
     if not values:
         raise DatasetFormatError(path, "file is empty")
@@ -221,9 +247,7 @@ def load_qasper(
     """
     from hydra.utils import to_absolute_path
 
-    path = Path(to_absolute_path(str(path)))
-    if not path.is_file():
-        raise FileNotFoundError(f"QASPER file not found: {path}")
+    path = check_file(to_absolute_path(str(path)), "QASPER file")
     if answer_types is not None:
         unknown = [t for t in answer_types if t not in ANSWER_TYPES]
         if unknown:
@@ -231,13 +255,14 @@ def load_qasper(
     count = resolve_token_counter(tokenizer, models_dir).count
     split = split or split_from_filename(path)
     examples: list[Example] = []
-    seen: dict[str, int] = {}
+    checks = RecordChecks(path, unit="papers")
+    questions = RecordChecks(path, unit="questions")
     for index, record in enumerate(read_json_objects(path)):
         paper = _Paper(path, index, record)
+        ctx = RecordContext(path, index, paper.id)
+        checks.unique(paper.get("id", str), ctx, "id", what="paper id")
         for example in paper_examples(paper, chunk_tokens, count, name, split, include_abstract):
-            if example.question_id in seen:
-                raise paper.error(f"duplicate question id {example.question_id!r} (first in paper {seen[example.question_id]})", "qas")
-            seen[example.question_id] = index
+            questions.unique(example.question_id, ctx, "qas", where=f"record {index} (id {paper.id!r})")
             if answer_types is None or example.qtype in answer_types:
                 examples.append(example)
     if sample_size is not None and sample_size < len(examples):

@@ -20,8 +20,6 @@ lettered options, so the reader can choose among them.
 
 from __future__ import annotations
 
-import json
-import logging
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -30,15 +28,16 @@ from typing import Any
 import numpy as np
 
 from harness.data.errors import DatasetFormatError
+from harness.data.io import check_file, read_records
 from harness.data.load import split_from_filename
+from harness.data.records import RecordContext
+from harness.data.validate import RecordChecks
 from harness.tree.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
     resolve_token_counter,
 )
 from harness.types import Document, Example
-
-log = logging.getLogger(__name__)
 
 LETTERS = "ABCDEFGHIJ"
 _BLOCK_TAGS = frozenset(["p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "hr", "table", "tr", "title", "body", "html"])
@@ -120,10 +119,12 @@ def _release_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         options = q.get("options")
         if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
             raise fail(f"question {i}: expected a list of option strings", "questions.options")
+        if not isinstance(q.get("question"), str):
+            raise fail(f"question {i}: missing or not a string", f"questions[{i}].question")
         gold = q.get("gold_label")
         out.append({
             "id": str(q.get("question_unique_id") or f"{record.get('set_unique_id', '')}_{i}"),
-            "question": q.get("question") or "",
+            "question": q["question"],
             "options": options,
             "gold": gold,
             "hard": bool(q.get("difficult", 0)),
@@ -131,11 +132,21 @@ def _release_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
     return out
 
 
+# Every pre-release question field: questionN, questionNoptionM, questionN_gold_label, ...
+_PRERELEASE_FIELD = re.compile(r"question(\d+)(?:option\d+|_\w+)?")
+
+
 def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
-    numbers = sorted(int(m.group(1)) for key in record for m in [re.fullmatch(r"question(\d+)", key)] if m)
+    # Numbered from every question field, not only questionN, so a question whose text field is
+    # missing is reported instead of silently left out.
+    numbers = sorted({int(m.group(1)) for key in record for m in [_PRERELEASE_FIELD.fullmatch(key)] if m})
     base = str(record.get("unique_id") or record.get("article_id"))
     out = []
     for n in numbers:
+        if f"question{n}" not in record:
+            raise fail(f"question {n} has options or labels but no text", f"question{n}")
+        if not isinstance(record[f"question{n}"], str):
+            raise fail(f"question {n}: expected a string, got {type(record[f'question{n}']).__name__}", f"question{n}")
         options = []
         m = 1
         while f"question{n}option{m}" in record:
@@ -149,7 +160,7 @@ def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         hard = bool(timed) and gold is not None and _majority([a != gold for a in timed]) and (
             not untimed or _majority([a == gold for a in untimed])
         )
-        out.append({"id": f"{base}_q{n}", "question": record[f"question{n}"] or "", "options": options,
+        out.append({"id": f"{base}_q{n}", "question": record[f"question{n}"], "options": options,
                     "gold": gold, "hard": hard})
     return out
 
@@ -170,22 +181,16 @@ def load_quality(
     ``None`` for whitespace words, ``offline:smollm2`` or a tokenizer id/path."""
     from hydra.utils import to_absolute_path
 
-    path = Path(to_absolute_path(str(path)))
-    if not path.is_file():
-        raise FileNotFoundError(f"QuALITY file not found: {path}")
+    path = check_file(to_absolute_path(str(path)), "QuALITY file")
+    # Read before the tokenizer loads, so a malformed file fails at once.
+    records = read_records(path)
     count = resolve_token_counter(tokenizer, models_dir).count
     split = split or split_from_filename(path)
     examples: list[Example] = []
-    seen: dict[str, dict[str, Any]] = {}
-    unlabeled = repeated = 0
+    checks = RecordChecks(path, unit="questions")
+    total = labelled = 0
     chunk_cache: dict[str, tuple[Document, ...]] = {}
-    for index, line in enumerate(l for l in path.read_text(encoding="utf-8-sig").splitlines() if l.strip()):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(path, f"invalid JSON: {exc.msg}", index=index) from exc
-        if not isinstance(record, dict):
-            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", index=index)
+    for index, record in enumerate(records):
         record_id = str(record.get("set_unique_id") or record.get("unique_id") or record.get("article_id") or "") or None
 
         def fail(message: str, field: str, index: int = index, record_id: str | None = record_id) -> DatasetFormatError:
@@ -213,22 +218,21 @@ def load_quality(
         documents = chunk_cache[article]
 
         for q in questions:
+            total += 1
             if q["gold"] is None:
-                unlabeled += 1
+                checks.skip("without gold_label (a test split?)")
                 continue
             gold = q["gold"]
             if isinstance(gold, bool) or not isinstance(gold, int) or not 1 <= gold <= len(q["options"]):
                 raise fail(f"question {q['id']!r}: gold_label {gold!r} is not 1..{len(q['options'])}", "gold_label")
             if not q["question"].strip():
                 raise fail(f"question {q['id']!r} is empty", "question")
-            if q["id"] in seen:
-                # A file may repeat a record verbatim (the shared example file does): skip the copy;
-                # the same id with different content is an error.
-                if seen[q["id"]] != {**q, "article": article}:
-                    raise fail(f"duplicate question id {q['id']!r} with different content", "questions")
-                repeated += 1
+            # A file may repeat a record verbatim (the shared example file does): the copy is a counted
+            # skip; the same id with different content is an error.
+            if not checks.unique(q["id"], RecordContext(path, index, record_id), "questions",
+                                 content={**q, "article": article}):
                 continue
-            seen[q["id"]] = {**q, "article": article}
+            labelled += 1
             if hard_only and not q["hard"]:
                 continue
             gold_index = gold - 1
@@ -253,12 +257,9 @@ def load_quality(
                     },
                 )
             )
-    if repeated:
-        log.warning("%s: skipped %d repeated copies of questions already read", path, repeated)
-    if unlabeled:
-        log.warning("%s: skipped %d questions without gold_label (a test split?)", path, unlabeled)
+    checks.finish(total, labelled)
     if not examples:
-        raise DatasetFormatError(path, "no labelled questions found")
+        raise DatasetFormatError(path, "no hard questions (hard_only=true)")
     if sample_size is not None and sample_size < len(examples):
         if sample_size < 1:
             raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")

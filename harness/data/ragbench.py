@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.errors import DatasetFormatError
-from harness.data.io import read_records
+from harness.data.io import check_file, read_records
 from harness.data.records import RecordContext, answers, doc_id_for, question_id
 from harness.types import Document, Example
 
@@ -33,8 +33,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         return read_records(path)
     import pyarrow.parquet as pq
 
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset file not found: {path}")
+    check_file(path)
     try:
         rows = pq.read_table(path).to_pylist()
     except Exception as exc:  # pyarrow raises several types for a corrupt file

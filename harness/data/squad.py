@@ -20,13 +20,16 @@ Unanswerable SQuAD v2 questions (``is_impossible``) are kept with no answers and
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.data.errors import DatasetFormatError
+from harness.data.io import decode_list, read_text, text_position
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
 from harness.data.sentences import split_sentences
+from harness.data.validate import RecordChecks
 from harness.types import Document, Example
 
 ID_FIELD = "id"
@@ -93,12 +96,37 @@ def answer_span(context: str, text: str, start: int) -> tuple[int, int]:
     return best, best + len(needle)
 
 
+# Where the article list opens in a SQuAD file: {"data": [ or {"version": "...", "data": [.
+_DATA_LIST = re.compile(r'\s*\{\s*(?:"version"\s*:\s*"[^"\\]*"\s*,\s*)?"data"\s*:\s*\[')
+
+
+def _article_at(path: Path, text: str) -> int | None:
+    """Index of the article that ``text`` (a file's beginning) breaks off in, when the list is found."""
+    match = _DATA_LIST.match(text)
+    if match is None:
+        return None
+    try:
+        decode_list(path, text, match.end() - 1)
+    except DatasetFormatError as exc:
+        return exc.index
+    return None
+
+
 def read_articles(path: Path) -> list[dict[str, Any]]:
     """The ``data`` list of a SQuAD-style file, each entry checked to be an object."""
+    text = read_text(path, locate=lambda prefix: _article_at(path, prefix))
+    if not text.strip():
+        raise DatasetFormatError(path, "file is empty")
     try:
-        top = json.loads(path.read_text(encoding="utf-8-sig"))
+        top = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetFormatError(path, f"invalid JSON at char {exc.pos}: {exc.msg}") from exc
+        # Decoding the article list one article at a time names the article a truncation hit.
+        match = _DATA_LIST.match(text)
+        if match is not None:
+            decode_list(path, text, match.end() - 1)
+        raise DatasetFormatError(
+            path, f"invalid or truncated JSON at {text_position(text, exc.pos)}: {exc.msg}"
+        ) from None
     if not isinstance(top, dict) or not isinstance(top.get("data"), list):
         raise DatasetFormatError(path, "expected a JSON object with a 'data' list", field="data")
     for index, article in enumerate(top["data"]):
@@ -120,6 +148,7 @@ def load_file(
     """
     path = Path(path)
     examples: list[Example] = []
+    checks = RecordChecks(path, unit="questions")
     position = 0
     for a_index, article in enumerate(read_articles(path)):
         ctx = RecordContext(path, a_index, None)
@@ -147,11 +176,10 @@ def load_file(
                 if not isinstance(qa, dict):
                     raise ctx.error(f"expected an object, got {type(qa).__name__}", qfield)
                 qctx = RecordContext(path, a_index, peek_id(qa, ID_FIELD))
-                examples.append(
-                    _question(qa, qctx, qfield, context, passages, documents, doc_key, dataset, split)
-                )
-    if not examples:
-        raise DatasetFormatError(path, "file holds no questions")
+                example = _question(qa, qctx, qfield, context, passages, documents, doc_key, dataset, split)
+                checks.unique(example.question_id, qctx, f"{qfield}.{ID_FIELD}", where=f"record {a_index}, {qfield}")
+                examples.append(example)
+    checks.finish(len(examples), len(examples))
     return examples
 
 
