@@ -1,19 +1,52 @@
 """Durable on-disk key-value stores for embeddings and reader responses.
 
 SQLite in WAL mode: every write is committed before the call returns, so a run killed at any
-moment keeps what it computed, and several sweep jobs can share one cache file.
+moment keeps what it computed, and several sweep jobs can share one cache file. A damaged file (not a
+database, or a malformed page) is never used: it is logged, moved aside as ``<name>.corrupt-<timestamp>``
+and the store starts afresh, so what it held is recomputed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# SQLite result codes for damage (SQLITE_CORRUPT, SQLITE_NOTADB); busy or I/O errors are not damage.
+_DAMAGE_CODES = {11, 26}
+
+
+def quarantine(path: str | Path) -> Path | None:
+    """Move a damaged cache file aside as ``<name>.corrupt-<timestamp>`` (kept for inspection); None if
+    it is already gone (another process moved it first)."""
+    path = Path(path)
+    target = path.with_name(f"{path.name}.corrupt-{datetime.now().strftime('%Y%m%dT%H%M%S%f')}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    return target
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _DAMAGE_CODES
+    message = str(exc)
+    return "malformed" in message or "not a database" in message
 
 
 def stable_hash(*parts: object) -> str:
@@ -43,16 +76,66 @@ class KeyValueStore:
             raise ValueError(f"table name {table!r} is not an identifier")
         self.table = table
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB)")
-        self._conn.commit()
+        self._conn = None
+        with self._lock:
+            self._guarded(lambda: None)
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        self._conn = conn
+        # The file this connection holds: a recovery moves it aside only if nobody replaced it already.
+        self._identity = self._file_identity()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
+        conn.commit()
+        # Reads the key index: most damage shows here, before any value is trusted.
+        conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _guarded(self, operation: Callable[[], T]) -> T:
+        """Run ``operation`` (lock held) on a healthy connection; on damage, recover once and retry."""
+        try:
+            if self._conn is None:
+                self._connect()
+            return operation()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            self._recover(exc)
+            self._connect()
+            return operation()
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._conn = None
+        if self._file_identity() != self._identity:
+            log.warning("cache file %s was damaged (%s) and has been replaced by another process; reopening",
+                        self.path, exc)
+            return
+        moved = quarantine(self.path)
+        for suffix in ("-wal", "-shm"):  # the log and index of the damaged file belong to it
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                quarantine(side)
+        log.warning("cache file %s is damaged (%s); moved to %s and starting a fresh one (entries are recomputed)",
+                    self.path, exc, moved)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(dict.fromkeys(keys))
-        found: dict[str, bytes] = {}
-        with self._lock:
+
+        def select() -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -60,16 +143,27 @@ class KeyValueStore:
                     f"SELECT key, value FROM {self.table} WHERE key IN ({marks})", chunk
                 ).fetchall()
                 found.update(rows)
-        return found
+            return found
+
+        with self._lock:
+            return self._guarded(select)
 
     def put_many(self, items: dict[str, bytes]) -> None:
         if not items:
             return
+
+        def insert() -> None:
+            try:
+                self._conn.executemany(
+                    f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", list(items.items())
+                )
+                self._conn.commit()
+            except sqlite3.DatabaseError:
+                self._conn.rollback()
+                raise
+
         with self._lock:
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", list(items.items())
-            )
-            self._conn.commit()
+            self._guarded(insert)
 
     def __bool__(self) -> bool:
         # An empty store is still a store: without this, ``if store:`` would be False until first write.
@@ -77,18 +171,26 @@ class KeyValueStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
+            return self._guarded(lambda: self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 class ArrayStore(KeyValueStore):
     """float32 vectors keyed by hash (the embedding cache)."""
 
     def get_arrays(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
-        return {k: np.frombuffer(v, dtype=np.float32) for k, v in self.get_many(keys).items()}
+        found = {}
+        for k, v in self.get_many(keys).items():
+            if not isinstance(v, bytes) or not v or len(v) % 4:
+                log.warning("cache file %s: entry %s is not a float32 vector; recomputing it", self.path, k)
+                continue
+            found[k] = np.frombuffer(v, dtype=np.float32)
+        return found
 
     def put_arrays(self, items: dict[str, np.ndarray]) -> None:
         self.put_many({k: np.ascontiguousarray(v, dtype=np.float32).tobytes() for k, v in items.items()})
@@ -98,7 +200,13 @@ class TextStore(KeyValueStore):
     """JSON values keyed by hash (the reader-response and LM-call cache)."""
 
     def get_texts(self, keys: Iterable[str]) -> dict[str, object]:
-        return {k: json.loads(v) for k, v in self.get_many(keys).items()}
+        found = {}
+        for k, v in self.get_many(keys).items():
+            try:
+                found[k] = json.loads(v)
+            except (TypeError, ValueError) as exc:  # ValueError covers bad JSON and bad UTF-8
+                log.warning("cache file %s: entry %s is not valid JSON (%s); recomputing it", self.path, k, exc)
+        return found
 
     def put_texts(self, items: dict[str, object]) -> None:
         self.put_many({k: json.dumps(v, ensure_ascii=False).encode("utf-8") for k, v in items.items()})

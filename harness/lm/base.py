@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ class CachedChatLM(ABC):
         return f"{self.backend}|{self.model_id}|system={stable_hash(self.system_prompt)[:12]}"
 
     def cache_key(self, prompt: str, max_new_tokens: int) -> str:
-        return stable_hash(self.backend, self.model_id, self.system_prompt, prompt, int(max_new_tokens))
+        # The backend code (harness/lm and what it imports) is part of the answer's identity.
+        return stable_hash(
+            self.backend, self.model_id, self.system_prompt, code_fingerprint("lm"), prompt, int(max_new_tokens)
+        )
 
     def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         prompts = list(prompts)

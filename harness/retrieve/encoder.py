@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.cache import ArrayStore, stable_hash
+from harness.fingerprint import code_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class Encoder:
     def identity(self) -> str:
         return f"{self.model_name}|dim={self.truncate_dim}|max_len={self.max_seq_length}"
 
+    def cache_key(self, text: str) -> str:
+        return stable_hash(self.identity, code_fingerprint("encoder"), text)
+
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self.encode([self.query_prefix + t for t in texts])
 
@@ -82,7 +86,7 @@ class Encoder:
         self.requests += len(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        keys = [stable_hash(self.identity, t) for t in texts]
+        keys = [self.cache_key(t) for t in texts]
         found = self.cache.get_arrays(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
         if missing:
@@ -94,7 +98,7 @@ class Encoder:
                 convert_to_numpy=True,
                 show_progress_bar=self.show_progress and len(missing) > 256,
             ).astype(np.float32)
-            new = {stable_hash(self.identity, t): v for t, v in zip(missing, vectors)}
+            new = {self.cache_key(t): v for t, v in zip(missing, vectors)}
             if self.cache is not None:
                 self.cache.put_arrays(new)
             found.update(new)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
 from harness.retrieve.dense import candidate_text
 from harness.types import Pool
 
@@ -40,7 +41,7 @@ class CrossEncoderReranker:
         return self._model
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        keys = [stable_hash(self.model_name, self.max_length, q, p) for q, p in pairs]
+        keys = [stable_hash(self.model_name, self.max_length, code_fingerprint("rerank"), q, p) for q, p in pairs]
         found = self.cache.get_texts(keys) if self.cache is not None else {}
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:

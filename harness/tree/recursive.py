@@ -10,9 +10,10 @@ retrieval modes turn the tree into the pool the diversifier and packer see:
 - ``traversal``: from the top layer down, keep the ``traversal_top_k`` nodes most similar to the
   question among the children of the nodes kept one layer up; the pool is every node kept, ranked.
 
-``build_info[question_id]`` records, per question: nodes per layer, construction seconds (leaf
-embedding, a preprocessing step shared with dense retrieval, excluded), whether the tree came from
-the cache, and the tree's cache key (questions on one document share it).
+``expand`` returns, with each question's pool, the build facts that become ``tree.*`` row columns:
+nodes per layer, construction seconds (leaf embedding, a preprocessing step shared with dense
+retrieval, excluded), whether the tree came from the cache, and the tree's cache key (questions on
+one document share it). Only caches live on the object; nothing about a particular question does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from harness.cache import TextStore
 from harness.data.sentences import split_sentences
+from harness.fingerprint import code_fingerprint
 from harness.lm.base import build_chat_lm
 from harness.retrieve.dense import document_text
 from harness.tree.base import Tree, TreeServices
@@ -105,7 +107,6 @@ class RecursiveSummaryTree(Tree):
         self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="summary_trees") if cache_dir else None
         self._memory: dict[str, dict] = {}
         self._summary_embeddings: dict[str, list[np.ndarray]] = {}  # per tree key, this process only
-        self.build_info: dict[str, dict[str, Any]] = {}
 
     # -- services -----------------------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class RecursiveSummaryTree(Tree):
     def base_key(self, leaves: list[TreeNode], services: TreeServices) -> list[Any]:
         return [
             type(self).__name__,
+            code_fingerprint("tree"),
             [n.text for n in leaves],
             self.settings.key(),
             identity_of(self.language_model(services)),

@@ -1,0 +1,211 @@
+"""The pool stage (retrieve -> rerank -> retrieval metrics -> perturb) and its data-only disk cache.
+
+A cached entry is ``pools/<key>.npz`` under the cache folder, read with ``allow_pickle=False``: three
+float32/int64 arrays (candidate embeddings of all pools stacked, per-pool offsets, query embeddings)
+and one JSON document (examples, shared document collections, candidates, retrieval metrics). Nothing
+in it can run code when loaded, so a cache folder shared with others is safe to read.
+
+The key (``pool_key``) covers the content of every loaded Example, the retriever, perturbation, k and
+seed config (runtime keys removed), and the code fingerprint of this stage: never paths or question ids
+alone. An entry that fails to load or validate is logged with its path, moved aside as
+``<name>.corrupt-<timestamp>`` and recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from harness.cache import quarantine, stable_hash
+from harness.fingerprint import code_fingerprint, example_digests, identity_config
+from harness.metrics.retrieval import retrieval_metrics
+from harness.types import Candidate, Document, Example, Pool
+
+log = logging.getLogger(__name__)
+
+FORMAT = "harness-pools/1"
+POOL_CONFIG_KEYS = ("retriever", "perturb", "k", "seed")
+
+
+def pool_key(cfg: DictConfig, examples: Sequence[Example]) -> str:
+    """Identity of the pools of ``examples`` under ``cfg`` (see the module docstring)."""
+    return stable_hash(
+        "pools", identity_config(cfg, POOL_CONFIG_KEYS), example_digests(examples), code_fingerprint("pools")
+    )
+
+
+def compute_pools(
+    examples: Sequence[Example],
+    retriever,
+    reranker,
+    perturbation,
+    encoder,
+    k: int,
+    seed: int,
+    timed: Callable[[str, float], None] = lambda stage, start: None,
+) -> tuple[list[Pool], list[dict]]:
+    """Retrieved (reranked, perturbed) pools and the clean pools' retrieval metrics at ``k``."""
+    start = time.perf_counter()
+    pools = retriever.retrieve(list(examples))
+    if reranker is not None:
+        pools = reranker.rerank(pools)
+    timed("retrieve", start)
+    retrieval = [retrieval_metrics(pool, k) for pool in pools]
+    if perturbation is not None:
+        start = time.perf_counter()
+        pools = perturbation.apply(pools, encoder, seed)
+        timed("perturb", start)
+    return pools, retrieval
+
+
+# ---- JSON with tuples kept as tuples ----------------------------------------------------------------
+
+
+def _encode(value: Any, where: str) -> Any:
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode(v, where) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, where) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in value):
+            return {k: _encode(v, where) for k, v in value.items()}
+        return {"__items__": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    raise TypeError(f"{where}: {type(value).__name__} value {value!r} has no data-only form")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"__tuple__"}:
+            return tuple(_decode(v) for v in value["__tuple__"])
+        if set(value) == {"__items__"}:
+            return {_hashable(_decode(k)): _decode(v) for k, v in value["__items__"]}
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
+def _record(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name not in skip}
+
+
+# ---- serialisation ----------------------------------------------------------------------------------
+
+
+def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[str, np.ndarray]:
+    """The arrays of one cache entry (see the module docstring); TypeError for a value JSON cannot hold."""
+    collections: dict[int, int] = {}
+    documents: list[list[dict]] = []
+    examples, candidates, dtypes = [], [], []
+    for pool in pools:
+        ex = pool.example
+        if id(ex.documents) not in collections:  # a corpus shared by reference is stored once
+            collections[id(ex.documents)] = len(documents)
+            documents.append([_record(d) for d in ex.documents])
+        examples.append({**_record(ex, skip=("documents",)), "documents": collections[id(ex.documents)]})
+        candidates.append([_record(c) for c in pool.candidates])
+        dtypes.append([str(pool.embeddings.dtype), str(pool.query_embedding.dtype)])
+    meta = _encode(
+        {"format": FORMAT, "collections": documents, "examples": examples, "candidates": candidates,
+         "dtypes": dtypes, "retrieval": list(retrieval)},
+        "pool cache entry",
+    )
+    dim = int(pools[0].query_embedding.shape[-1]) if pools else 0
+    sizes = [len(p.candidates) for p in pools]
+    # One dtype wide enough for every pool (float32 in practice); each pool's own dtype is restored on load.
+    dtype = np.result_type(np.float32, *(np.dtype(d) for pair in dtypes for d in pair))
+    return {
+        "meta": np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
+        "offsets": np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        "embeddings": (np.concatenate([np.asarray(p.embeddings, dtype=dtype).reshape(-1, dim) for p in pools])
+                       if pools else np.zeros((0, 0), dtype)),
+        "queries": (np.stack([np.asarray(p.query_embedding, dtype=dtype) for p in pools])
+                    if pools else np.zeros((0, 0), dtype)),
+    }
+
+
+def pools_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Pool], list[dict]]:
+    """Inverse of ``pools_to_arrays``; ValueError when the entry is inconsistent."""
+    meta = _decode(json.loads(arrays["meta"].tobytes().decode("utf-8")))
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+    offsets, embeddings, queries = arrays["offsets"], arrays["embeddings"], arrays["queries"]
+    n = len(meta["examples"])
+    if not (len(meta["candidates"]) == len(meta["dtypes"]) == len(meta["retrieval"]) == len(queries) == n
+            and len(offsets) == n + 1 and int(offsets[-1]) == len(embeddings)):
+        raise ValueError("counts of examples, candidates, embeddings and metrics disagree")
+    collections = [tuple(Document(**d) for d in docs) for docs in meta["collections"]]
+    pools = []
+    for i, record in enumerate(meta["examples"]):
+        example = Example(**{**record, "documents": collections[record["documents"]]})
+        cands = [Candidate(**c) for c in meta["candidates"][i]]
+        rows = embeddings[offsets[i] : offsets[i + 1]]
+        if len(rows) != len(cands):
+            raise ValueError(f"pool {i} ({example.question_id!r}): {len(cands)} candidates, {len(rows)} embeddings")
+        emb_dtype, query_dtype = meta["dtypes"][i]
+        pools.append(Pool(example, cands, rows.astype(emb_dtype), queries[i].astype(query_dtype)))
+    return pools, list(meta["retrieval"])
+
+
+class PoolCache:
+    """``<cache_dir>/pools/<key>.npz`` entries: written atomically, loaded without pickle."""
+
+    def __init__(self, cache_dir: str | Path) -> None:
+        self.dir = Path(cache_dir) / "pools"
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}.npz"
+
+    def load(self, key: str) -> tuple[list[Pool], list[dict]] | None:
+        """The entry, or None when there is none or it is damaged (then it is moved aside and logged)."""
+        path = self.path(key)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in ("meta", "offsets", "embeddings", "queries")}
+            return pools_from_arrays(arrays)
+        except Exception as exc:  # noqa: BLE001 - any damage means the same: never use it, recompute
+            moved = quarantine(path)
+            log.warning("pool cache entry %s is unreadable (%s: %s); moved to %s and recomputing",
+                        path, type(exc).__name__, exc, moved)
+            return None
+
+    def save(self, key: str, pools: Sequence[Pool], retrieval: Sequence[dict]) -> Path | None:
+        try:
+            arrays = pools_to_arrays(pools, retrieval)
+        except TypeError as exc:
+            log.warning("pools not cached: %s", exc)
+            return None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.path(key)
+        # A unique temporary name: jobs on other hosts sharing the folder may write the same key at once.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.npz", dir=self.dir)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
