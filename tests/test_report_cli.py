@@ -263,3 +263,19 @@ def test_single_run_directory_and_errors(tmp_path, capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     assert "--resamples" in capsys.readouterr().out
+
+
+def test_every_table_states_the_mmr_lambda(tmp_path):
+    from harness.report.tables import mmr_footnote
+
+    sweep = diversity_sweep(tmp_path / "div", n_questions=10)
+    assert main([str(sweep), *FAST, "--no-plots"]) == 0
+    markdown = (sweep / "report" / "report.md").read_text()
+    line = "MMR λ: diversifier=mmr λ = 0.3, 0.7; rule's inner MMR λ = 0.3, 0.7 (harness default 0.7: 1 = relevance only)."
+    tables = markdown.count("\n## ")
+    assert tables >= 5 and markdown.count(line) == tables
+
+    packed = packing_rows(5, "packed", 128, 42, "tiny-135m")
+    assert mmr_footnote(packed) == ""  # no MMR stage, nothing to state
+    mmr = packing_rows(5, "mmr", 128, 42, "tiny-135m").assign(**{"cfg.packer.relevance_weight": 0.7})
+    assert mmr_footnote(pd.concat([packed, mmr])) == "MMR λ: packer=mmr λ = 0.7 (harness default 0.7: 1 = relevance only)."

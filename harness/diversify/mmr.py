@@ -3,6 +3,10 @@
 Greedy: each step takes argmax_i  lambda * s_i - (1 - lambda) * max_{j in S} <e_i, e_j>, with s the
 query cosine. The first pick is the most relevant candidate (the max over an empty set is
 undefined), and lambda = 1 reproduces kNN exactly because the diversity term is multiplied by 0.
+
+One default lambda, ``DEFAULT_LAMBDA`` = 0.7 (the papers' setting), serves ``diversifier=mmr``, the rule's
+inner MMR and ``packer=mmr`` alike, so MMR rows from the three stages are comparable; the report states the
+lambda each table's rows used.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from harness.diversify.relevance import check_selection_inputs, query_similarity
 from harness.diversify.ties import argmax_stable
 from harness.types import Pool
 
+#: relevance weight of every MMR in the harness unless a config says otherwise
+DEFAULT_LAMBDA = 0.7
+
 
 def check_lambda(lambda_: float, owner: str) -> float:
     lambda_ = float(lambda_)
@@ -22,7 +29,9 @@ def check_lambda(lambda_: float, owner: str) -> float:
     return lambda_
 
 
-def mmr_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: float = 0.5) -> np.ndarray:
+def mmr_select(
+    embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: float = DEFAULT_LAMBDA
+) -> np.ndarray:
     """Indices of min(k, m) items in MMR selection order.
 
     ``embeddings`` (m, d) has unit rows; ``relevance`` (m,) is the query similarity. Similarities to
@@ -50,7 +59,7 @@ def mmr_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: f
 
 
 class MMRDiversifier(Diversifier):
-    def __init__(self, name: str, k: int, lambda_: float = 0.5) -> None:
+    def __init__(self, name: str, k: int, lambda_: float = DEFAULT_LAMBDA) -> None:
         super().__init__(name, k)
         self.lambda_ = check_lambda(lambda_, f"diversifier {name!r}")
 

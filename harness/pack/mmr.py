@@ -1,7 +1,8 @@
 """Maximal marginal relevance packing under the reader-token budget.
 
 Score of a candidate given the chosen set S:  lambda * cos(i, q) - (1 - lambda) * max_{j in S} cos(i, j)
-(the redundancy term is 0 while S is empty). The running max-similarity vector is updated with one
+(the redundancy term is 0 while S is empty); lambda defaults to the harness-wide 0.7
+(``harness.diversify.mmr.DEFAULT_LAMBDA``). The running max-similarity vector is updated with one
 row of the similarity matrix per step, so each step is O(n d). Snippets that no longer fit are dropped
 from the candidates; the loop ends when none fits.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.diversify.mmr import DEFAULT_LAMBDA
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, packed_cost
 from harness.pack.features import check_max_snippets
@@ -21,7 +23,7 @@ def mmr_greedy(
     embeddings: np.ndarray,
     costs: np.ndarray,
     budget: int,
-    relevance_weight: float = 0.7,
+    relevance_weight: float = DEFAULT_LAMBDA,
     max_snippets: int | None = None,
 ) -> tuple[list[int], list[float]]:
     """Indices chosen in selection order and the MMR score each had when chosen."""
@@ -50,7 +52,7 @@ def mmr_greedy(
 class MMRPacker(Packer):
     """MMR over snippet embeddings: relevance = cosine to the question, redundancy = max cosine to S."""
 
-    def __init__(self, name: str = "mmr", relevance_weight: float = 0.7, max_snippets: int | None = None) -> None:
+    def __init__(self, name: str = "mmr", relevance_weight: float = DEFAULT_LAMBDA, max_snippets: int | None = None) -> None:
         super().__init__(name)
         if not 0.0 <= float(relevance_weight) <= 1.0:
             raise ValueError(f"packer {name!r}: relevance_weight (lambda) must be in [0, 1], got {relevance_weight}")

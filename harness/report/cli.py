@@ -29,6 +29,7 @@ from harness.report.tables import (
     has_values,
     incremental_validity_table,
     inputs_table,
+    mmr_footnote,
     oracle_table,
     policy_table,
     print_tables,
@@ -129,6 +130,9 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
     tables, report.studies = diversity_tables(rows, layout, options)
     report.tables.extend(tables)
     report.tables.extend(tree_tables(rows, layout, options))
+    footnote = mmr_footnote(rows)
+    for table in report.tables:
+        table.footnote = footnote
     return report
 
 

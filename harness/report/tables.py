@@ -68,6 +68,7 @@ class ReportTable:
     data: pd.DataFrame      # numbers, written as CSV
     display: pd.DataFrame   # formatted strings, for markdown and the terminal
     note: str = ""
+    footnote: str = ""      # printed under the table (the MMR lambda its rows used)
 
 
 @dataclass
@@ -481,6 +482,39 @@ def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
 
 
 # ----------------------------------------------------------------------------------------------------------
+# footnotes
+
+# Where each MMR stage keeps its lambda: (component column, its value for MMR, the lambda's config column).
+MMR_LAMBDA_COLUMNS = (
+    ("diversifier", "mmr", "cfg.diversifier.lambda_"),
+    ("diversifier", "rule", "cfg.diversifier.inner.lambda_"),
+    ("packer", "mmr", "cfg.packer.relevance_weight"),
+)
+
+
+def mmr_footnote(rows: pd.DataFrame) -> str:
+    """The MMR lambda(s) behind these rows, one clause per MMR stage present; "" when no stage is MMR.
+
+    MMR results move by several points with lambda (0.5 vs 0.7 on clean pools), so every table states it.
+    """
+    from harness.diversify.mmr import DEFAULT_LAMBDA
+
+    clauses = []
+    for component, value, column in MMR_LAMBDA_COLUMNS:
+        if component not in rows.columns or column not in rows.columns:
+            continue
+        lambdas = pd.to_numeric(rows.loc[rows[component].astype(str) == value, column], errors="coerce").dropna()
+        if lambdas.empty:
+            continue
+        shown = ", ".join(_fixed(v, 2).rstrip("0").rstrip(".") for v in sorted(lambdas.unique()))
+        where = "rule's inner MMR" if value == "rule" else f"{component}={value}"
+        clauses.append(f"{where} λ = {shown}")
+    if not clauses:
+        return ""
+    return f"MMR λ: {'; '.join(clauses)} (harness default {DEFAULT_LAMBDA}: 1 = relevance only)."
+
+
+# ----------------------------------------------------------------------------------------------------------
 # rendering
 
 
@@ -502,7 +536,10 @@ def render_markdown(report: Report, title: str, preamble: Sequence[str] = (), pl
         parts += ["", f"## {table.title}", ""]
         if table.note:
             parts += [table.note, ""]
-        parts += [to_markdown(table.display), "", f"CSV: `{table.name}.csv`"]
+        parts += [to_markdown(table.display), ""]
+        if table.footnote:
+            parts += [table.footnote, ""]
+        parts += [f"CSV: `{table.name}.csv`"]
     if plots:
         parts += ["", "## Plots", ""]
         parts += [f"![{name}]({name})" for name in plots]
@@ -517,7 +554,8 @@ def print_tables(report: Report, console) -> None:
     from rich.table import Table
 
     for table in report.tables:
-        view = Table(title=table.title, caption=table.note or None, caption_justify="left")
+        caption = "\n".join(text for text in (table.note, table.footnote) if text)
+        view = Table(title=table.title, caption=caption or None, caption_justify="left")
         for column in table.display.columns:
             view.add_column(str(column), justify="right" if _lookshas_values(table.display[column]) else "left",
                             overflow="fold")
