@@ -15,8 +15,9 @@ from tests.test_diversify_helpers import pool_from_arrays, unit
 
 
 def redundant_pool(hops: int) -> Pool:
-    # Top 3 by relevance are copies of one vector (Vendi 1); two distinct documents rank below them.
-    embeddings = unit([[1, 0.2, 0, 0], [1, 0.2, 0, 0], [1, 0.2, 0, 0], [0.3, 0, 1, 0], [0.3, 0, 0, 1]])
+    # Top 3 by relevance (cosine .707) are copies of one vector (Vendi 1); two distinct documents (cosine .6,
+    # orthogonal to the copies) rank below them, so MMR at lambda .7 takes one: .7 * .6 > .7 * .707 - .3.
+    embeddings = unit([[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0], [0.6, -0.6, 0.529, 0], [0.6, -0.6, 0, 0.529]])
     return pool_from_arrays(embeddings, [1.0, 0.0, 0.0, 0.0], hops=hops)
 
 
