@@ -107,7 +107,22 @@ def test_s_recall_counts_only_retrievable_gold():
     assert s_recall_at_k(SELECTED, GOLD, 5, retrievable_ids=retrievable) == 1.0  # A, B of the retrievable A, B
     assert s_recall_at_k(SELECTED, GOLD, 3, retrievable_ids=retrievable) == 0.5
     assert s_recall_at_k(SELECTED, GOLD, 5) == pytest.approx(2 / 3)
-    assert math.isnan(s_recall_at_k(SELECTED, ("C",), 5, retrievable_ids=retrievable))
+    # C has left the pool: no retrievable gold scores 0 (the papers' convention), not NaN, so n stays.
+    assert s_recall_at_k(SELECTED, ("C",), 5, retrievable_ids=retrievable) == 0.0
+    assert math.isnan(s_recall_at_k(SELECTED, (), 5, retrievable_ids=retrievable))  # no gold at all: undefined
+
+
+def test_mean_s_recall_keeps_questions_whose_gold_left_the_pool():
+    # Three questions at k = 2: (1) gold A, B both selected: 1; (2) gold A, C, only A in the pool and
+    # selected: 1/1; (3) gold C, not in the pool: 0. Mean over n = 3 is 2/3 (it was 1 over n = 2).
+    pool = {"A", "B", "D"}
+    scores = [
+        s_recall_at_k(["A", "B"], ("A", "B"), 2, retrievable_ids=pool),
+        s_recall_at_k(["A", "D"], ("A", "C"), 2, retrievable_ids=pool),
+        s_recall_at_k(["A", "D"], ("C",), 2, retrievable_ids=pool),
+    ]
+    assert scores == [1.0, 1.0, 0.0]
+    assert np.mean(scores) == pytest.approx(2 / 3)
 
 
 def test_err_ia_hand_worked():
@@ -124,7 +139,9 @@ def test_selection_metrics_assembles_every_column():
     full = pool_from_arrays(embeddings.astype(np.float32), [1.0, 0.0, 0.0], source_ids=FULL_POOL, gold=GOLD)
     selected = full.subset(range(5))
     row = selection_metrics(selected, full, 5)
-    assert set(row) == {"recall", "ndcg", "alpha_ndcg", "s_recall", "err_ia", "apd", "vendi", "pool_redundancy"}
+    assert set(row) == {"recall", "ndcg", "alpha_ndcg", "s_recall", "err_ia", "apd", "vendi", "pool_redundancy",
+                        "gold_in_pool"}
+    assert row["gold_in_pool"] == 2  # A and B; C never entered the pool
     assert row["recall"] == pytest.approx(2 / 3)
     assert row["ndcg"] == pytest.approx(ndcg_at_k(SELECTED, GOLD, 5))
     assert row["alpha_ndcg"] == pytest.approx(alpha_ndcg_at_k(SELECTED, GOLD, 5, ideal_candidates=FULL_POOL))

@@ -115,4 +115,6 @@ def selection_metrics(selected_pool: Pool, full_pool: Pool, k: int) -> dict[str,
         "apd": average_pairwise_distance(top),
         "vendi": vendi_score(top),
         "pool_redundancy": near_duplicate_fraction(full_pool.embeddings),
+        # distinct gold documents the selection could have reached; 0 is where s_recall is 0 by convention
+        "gold_in_pool": len(set(gold) & retrievable),
     }

@@ -13,7 +13,10 @@ first ``k`` entries and return NaN when the question has no gold documents.
   id; ``selection_metrics`` passes the full retrieved pool, so the ideal is the best ordering that
   pool allows. NaN also when that ideal gains nothing (no gold document is retrievable).
 * S-recall@k (Zhai et al. 2003): subtopics covered / subtopics, counting only the retrievable
-  gold documents (those present in the full pool); NaN when none is retrievable.
+  gold documents (those present in the full pool). When the question has gold documents but none is
+  retrievable (perturbation pushed them all out of a frozen pool) it scores 0, the convention of the
+  diversity papers: a NaN would silently drop those hardest questions from the mean and change n between
+  methods and levels. ``selection_metrics`` also writes ``gold_in_pool`` so the subset can be re-scored.
 * ERR-IA@k (Chapelle et al. 2009, intent-aware form of Agrawal et al.): intents = gold documents,
   uniformly weighted; for binary grades the stop probability of a covering position is
   (2^1 - 1) / 2^1 = 1/2, as in TREC's ndeval.
@@ -121,14 +124,17 @@ def alpha_ndcg_at_k(
 def s_recall_at_k(
     ranked: Sequence[SourceEntry], gold_ids: Iterable[str], k: int, retrievable_ids: Iterable[str] | None = None
 ) -> float:
-    """Share of the retrievable gold documents covered by the top k (all gold when ``retrievable_ids`` is None)."""
+    """Share of the retrievable gold documents covered by the top k (all gold when ``retrievable_ids`` is None).
+
+    NaN only when the question has no gold documents; 0.0 when it has some but none is retrievable.
+    """
     k = _check_k(k)
     gold = set(gold_ids)
     if not gold:
         return math.nan
     subtopics = gold if retrievable_ids is None else gold & set(retrievable_ids)
     if not subtopics:
-        return math.nan
+        return 0.0
     covered = set().union(*_source_sets(ranked[:k])) & subtopics
     return len(covered) / len(subtopics)
 
