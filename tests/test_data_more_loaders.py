@@ -183,7 +183,9 @@ def test_expertqa_broken_evidence(tmp_path):
 def test_expertqa_sample(caplog):
     with caplog.at_level(logging.WARNING):
         examples = load_examples(EXPERTQA)
-    assert "skipped 34 of 100" in caplog.text
+    # 33 records cite bare URLs only; one cites no evidence at all: one counted line per reason.
+    assert "skipped 33 of 100 records whose evidence is bare URLs only" in caplog.text
+    assert "skipped 1 of 100 records without any evidence" in caplog.text
     assert len(examples) == 66
     raw = [json.loads(line) for line in EXPERTQA.read_text(encoding="utf-8").splitlines()]
     for e in examples:

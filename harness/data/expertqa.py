@@ -9,8 +9,8 @@ file (stable for a given file).
 ``evidence`` entries, ``"[n] URL\\n\\ntext"``. Each distinct evidence text is one Document (title:
 its URL; text split into sentences), shared by every claim that cites it. Entries that are a bare
 URL (Bing Chat answers, for one) carry no text and make no document; a record whose evidence is
-all bare URLs has nothing to retrieve and is skipped by the loader, as is a record without any
-system answer (:func:`skip_reason`), with one counted warning per reason. A record repeating an
+all bare URLs (or that cites no evidence at all) has nothing to retrieve and is skipped by the
+loader, as is a record without any system answer (:func:`skip_reason`), with one counted warning per reason. A record repeating an
 earlier one's question and systems is a DatasetFormatError (it would be scored twice). Gold documents are those the answer string cites by ``[n]``.
 Answers are each system's ``answer_string`` then its expert-revised ``revised_answer_string``.
 ``qtype`` is ``metadata.field`` (Healthcare / Medicine, Engineering and Technology, ...).
@@ -40,7 +40,14 @@ def skip_reason(record: dict[str, Any]) -> str | None:
     systems = record.get("answers")
     if isinstance(systems, dict) and not systems:
         return "without any system answer"
-    return None if has_evidence_text(record) else "whose evidence is bare URLs only"
+    if has_evidence_text(record):
+        return None
+    bare = any(
+        isinstance(claim, dict) and claim.get("evidence")
+        for system in systems.values()
+        for claim in system["claims"]
+    )
+    return "whose evidence is bare URLs only" if bare else "without any evidence"
 
 
 def has_evidence_text(record: dict[str, Any]) -> bool:

@@ -62,6 +62,17 @@ def read_csv(path: Path, required: tuple[str, ...], unique: str | None = None) -
     if missing:
         raise DatasetFormatError(path, f"missing columns {missing}; header is {reader.fieldnames}", field=missing[0])
     rows = list(reader)
+    for index, row in enumerate(rows):
+        # DictReader pads a short row with None and files extra cells under None: a truncated or
+        # shifted row must not be read as a row with blank answers.
+        if None in row or any(value is None for value in row.values()):
+            cells = sum(value is not None for key, value in row.items() if key is not None)
+            cells += len(row.get(None) or ())
+            short = next((key for key, value in row.items() if value is None), None)
+            raise DatasetFormatError(
+                path, f"row has {cells} cells, the header {len(reader.fieldnames)} (truncated or misquoted?)",
+                index=index, field=short,
+            )
     if unique is not None:
         checks = RecordChecks(path, unit="rows")
         for index, row in enumerate(rows):
@@ -119,6 +130,10 @@ def load_narrativeqa(
     if context == "summaries":
         path = root / summaries_file
         rows = read_csv(path, ("document_id", "summary"), unique="document_id")
+        wanted = {row["document_id"] for _, row in qaps}
+        for index, row in enumerate(rows):
+            if row["document_id"] in wanted and not row["summary"].strip():
+                raise DatasetFormatError(path, "empty summary", index=index, record_id=row["document_id"], field="summary")
         texts = {row["document_id"]: [" ".join(row["summary"].split())] for row in rows}
         kinds: dict[str, str] = {}
     else:

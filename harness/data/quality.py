@@ -124,6 +124,7 @@ def _release_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         gold = q.get("gold_label")
         out.append({
             "id": str(q.get("question_unique_id") or f"{record.get('set_unique_id', '')}_{i}"),
+            "field": f"questions[{i}]",
             "question": q["question"],
             "options": options,
             "gold": gold,
@@ -160,7 +161,7 @@ def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         hard = bool(timed) and gold is not None and _majority([a != gold for a in timed]) and (
             not untimed or _majority([a == gold for a in untimed])
         )
-        out.append({"id": f"{base}_q{n}", "question": record[f"question{n}"], "options": options,
+        out.append({"id": f"{base}_q{n}", "field": f"question{n}", "question": record[f"question{n}"], "options": options,
                     "gold": gold, "hard": hard})
     return out
 
@@ -229,7 +230,7 @@ def load_quality(
                 raise fail(f"question {q['id']!r} is empty", "question")
             # A file may repeat a record verbatim (the shared example file does): the copy is a counted
             # skip; the same id with different content is an error.
-            if not checks.unique(q["id"], RecordContext(path, index, record_id), "questions",
+            if not checks.unique(q["id"], RecordContext(path, index, record_id), q["field"],
                                  content={**q, "article": article}):
                 continue
             labelled += 1

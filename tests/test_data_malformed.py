@@ -1,0 +1,444 @@
+"""Every loader, every kind of malformed input: a DatasetFormatError naming file, record and field.
+
+Each loader gets a minimal valid dataset (two records, built here), which one case at a time is
+broken: truncated, a required field removed, an empty context, a repeated id, a non-UTF-8 byte,
+an empty file, a directory where the file should be, and a missing path. Record-level cases break
+the second record (index 1), so the expected index is worked out from the file itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness.data import DatasetFormatError, load_examples
+from harness.data.errors import DatasetNotFoundError
+from harness.data.narrativeqa import load_narrativeqa
+from harness.data.qasper import load_qasper
+from harness.data.quality import load_quality
+
+CASES = ("truncated", "missing_field", "empty_context", "duplicate_id", "non_utf8", "empty_file", "directory", "missing_path")
+
+
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> str:
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+def _hotpot(qid: str) -> dict:
+    return {
+        "_id": qid, "question": f"Question {qid}?", "answer": "X", "type": "bridge", "level": "easy",
+        "supporting_facts": [["A", 0], ["B", 0]],
+        "context": [["A", ["A is X."]], ["B", ["B is Z."]], ["C", ["C."]]],
+    }
+
+
+def _twowiki(qid: str) -> dict:
+    return {**_hotpot(qid), "type": "comparison", "evidences": [["A", "p", "B"]]}
+
+
+def _musique(qid: str) -> dict:
+    return {
+        "id": qid, "question": f"Question {qid}?", "answer": "Lee", "answer_aliases": [], "answerable": True,
+        "question_decomposition": [{"question": "a", "answer": "b"}],
+        "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": f"Paragraph {i}.", "is_supporting": i == 0}
+                       for i in range(2)],
+    }
+
+
+def _expert(question: str, evidence: list[str] | None = None) -> dict:
+    evidence = ["[1] http://a\n\nAlpha text."] if evidence is None else evidence
+    return {
+        "question": question, "annotator_id": "a", "metadata": {"field": "Engineering"},
+        "answers": {"sys": {"answer_string": "Use X [1].", "claims": [{"claim_string": "X [1].", "evidence": evidence}]}},
+    }
+
+
+def _ragbench(qid: str) -> dict:
+    return {"id": qid, "question": f"What is {qid}?", "response": "It is A.",
+            "documents_sentences": [[["0a", "A is one."]], [["1a", "B is two."]]], "all_relevant_sentence_keys": ["0a"]}
+
+
+def _dpr(qid: str) -> dict:
+    return {"id": qid, "question": f"who is {qid}", "answers": ["Ann"],
+            "ctxs": [{"id": "11", "title": "Book", "text": "Ann wrote it.", "score": "1.5", "has_answer": True}]}
+
+
+def _squad_article(qid: str, document_id: int) -> dict:
+    context = "Title line\nAlpha beta gamma. Delta epsilon."
+    return {"paragraphs": [{"context": context, "document_id": document_id, "qas": [
+        {"id": qid, "question": f"Which {qid}?", "answers": [{"text": "Delta", "answer_start": context.index("Delta")}]}]}]}
+
+
+def _paper(pid: str) -> dict:
+    return {
+        "title": f"Paper {pid}", "abstract": "About cats.",
+        "full_text": [{"section_name": "Intro", "paragraphs": ["Cats are small. They purr."]}],
+        "qas": [{"question": "Do cats purr?", "question_id": f"{pid}-q1", "answers": [
+            {"answer": {"unanswerable": False, "extractive_spans": [], "yes_no": True, "free_form_answer": "",
+                        "evidence": ["Cats are small. They purr."]}}]}],
+    }
+
+
+def _quality(uid: str) -> dict:
+    return {
+        "article_id": uid, "unique_id": uid, "title": f"Title {uid}", "article": ["<p>Deirdre sails.</p>", "<p>She lands.</p>"],
+        "question1": "Who sails?", "question1option1": "Ann", "question1option2": "Deirdre", "question1_gold_label": 2,
+        "question2": "Where?", "question2option1": "Home", "question2option2": "Away", "question2_gold_label": 1,
+    }
+
+
+# --------------------------------------------------------------------------------------------- specs
+
+
+@dataclass
+class Spec:
+    """How to write a loader's dataset, break it, and load it."""
+
+    records: Callable[[], Any]  # the valid data the target file is written from
+    dump: Callable[[Any], str]  # data -> the target file's text
+    target: str  # the file (relative to the dataset folder) every generic case breaks
+    load: Callable[[Path], Any]  # loads the dataset from its folder
+    marker: str  # occurs only in the second record of the target file: a bad byte is planted in it
+    extra: Callable[[Path], None] = lambda folder: None  # writes any other files of the dataset
+    # case -> breaks (data, folder) in place; returns (index, record id, field) the error must name,
+    # plus, when the case breaks another file of the dataset, that file
+    broken: dict[str, Callable[[Any, Path], tuple]] | None = None
+    record_of_second: int | None = 1  # the record a bad byte in the second record is reported in
+
+
+def _list_spec(make, layout, id_field, missing, empty, marker, name="data.jsonl", dump=_jsonl) -> Spec:
+    def broken_missing(rows, folder):
+        rows[1].pop(missing)
+        return 1, rows[1][id_field], missing
+
+    def broken_empty(rows, folder):
+        rows[1][empty] = []
+        return 1, rows[1][id_field], empty
+
+    def broken_duplicate(rows, folder):
+        rows[1][id_field] = rows[0][id_field]
+        return 1, rows[0][id_field], id_field
+
+    return Spec(
+        records=lambda: [make("q0"), make("q1")],
+        dump=dump,
+        target=name,
+        marker=marker,
+        load=lambda folder: load_examples(folder / name, layout),
+        broken={"missing_field": broken_missing, "empty_context": broken_empty, "duplicate_id": broken_duplicate},
+    )
+
+
+def _expert_spec() -> Spec:
+    def missing(rows, folder):
+        del rows[1]["question"]
+        return 1, None, "question"
+
+    def empty(rows, folder):
+        for row in rows:
+            row["answers"]["sys"]["claims"][0]["evidence"] = []
+        return None, None, None  # nothing left to load: the file is named, with the count per reason
+
+    def duplicate(rows, folder):
+        rows[1] = copy.deepcopy(rows[0])
+        return 1, None, "question"
+
+    return Spec(
+        records=lambda: [_expert("How to do A?"), _expert("How to do B?")],
+        dump=_jsonl, target="expert.jsonl", marker="How to do B", load=lambda folder: load_examples(folder / "expert.jsonl", "expertqa"),
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+    )
+
+
+def _squad_spec() -> Spec:
+    def missing(top, folder):
+        del top["data"][1]["paragraphs"][0]["qas"][0]["question"]
+        return 1, "q1", "paragraphs[0].qas[0].question"
+
+    def empty(top, folder):
+        top["data"][1]["paragraphs"][0]["context"] = "  "
+        return 1, None, "paragraphs[0].context"
+
+    def duplicate(top, folder):
+        top["data"][1]["paragraphs"][0]["qas"][0]["id"] = "q0"
+        return 1, "q0", "paragraphs[0].qas[0].id"
+
+    return Spec(
+        records=lambda: {"version": "v2.0", "data": [_squad_article("q0", 1), _squad_article("q1", 2)]},
+        dump=json.dumps, target="covid.json", marker="Which q1", load=lambda folder: load_examples(folder / "covid.json", "squad"),
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+    )
+
+
+def _beir_spec() -> Spec:
+    def extra(folder):
+        (folder / "queries.jsonl").write_text(_jsonl([{"_id": "u1", "text": "first?"}]), encoding="utf-8")
+        (folder / "qrels").mkdir()
+        (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nu1\td0\t1\n", encoding="utf-8")
+
+    def missing(rows, folder):
+        del rows[1]["text"]
+        return 1, "d1", "text"
+
+    def empty(rows, folder):
+        rows[1].update(text=" ", title="")
+        return 1, "d1", "text"
+
+    def duplicate(rows, folder):
+        rows[1]["_id"] = "d0"
+        return 1, "d0", "_id"
+
+    return Spec(
+        records=lambda: [{"_id": "d0", "title": "Zero", "text": "Doc zero."}, {"_id": "d1", "title": "One", "text": "Doc one."}],
+        dump=_jsonl, target="corpus.jsonl", marker="Doc one", load=lambda folder: load_examples(folder, "beir"), extra=extra,
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+    )
+
+
+def _qasper_spec() -> Spec:
+    def missing(papers, folder):
+        del papers["p1"]["qas"]
+        return 1, "p1", "qas"
+
+    def empty(papers, folder):
+        papers["p1"]["full_text"] = []
+        return 1, "p1", "full_text"
+
+    def duplicate(papers, folder):
+        papers["p1"]["qas"][0]["question_id"] = "p0-q1"
+        return 1, "p1", "qas"
+
+    return Spec(
+        records=lambda: {"p0": _paper("p0"), "p1": _paper("p1")},
+        dump=json.dumps, target="qasper.json", marker="Paper p1", load=lambda folder: load_qasper(folder / "qasper.json"),
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+        record_of_second=None,  # one JSON object holds every paper: the byte offset and line locate it
+    )
+
+
+def _quality_spec() -> Spec:
+    def missing(rows, folder):
+        del rows[1]["question2"]  # its options and label stay: the question must not vanish
+        return 1, "r1", "question2"
+
+    def empty(rows, folder):
+        rows[1]["article"] = []
+        return 1, "r1", "article"
+
+    def duplicate(rows, folder):
+        rows[1]["unique_id"] = "r0"  # same question ids, different question text
+        rows[1]["question1"] = "Who lands?"
+        return 1, "r0", "question1"
+
+    return Spec(
+        records=lambda: [_quality("r0"), _quality("r1")],
+        dump=_jsonl, target="quality.jsonl", marker="Title r1", load=lambda folder: load_quality(folder / "quality.jsonl"),
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+    )
+
+
+_QAPS = ["document_id", "set", "question", "answer1", "answer2"]
+_SUMMARIES = ["document_id", "set", "summary"]
+_SUMMARIES_FILE = "third_party/wikipedia/summaries.csv"
+
+
+def _narrativeqa_spec() -> Spec:
+    def write_summaries(folder, rows):
+        path = folder / _SUMMARIES_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_csv(_SUMMARIES, rows), encoding="utf-8")
+
+    summaries = [["d0", "test", "Ann finds a map."], ["d1", "test", "Bob flies."]]
+
+    def missing(qaps, folder):
+        qaps["header"].remove("answer1")
+        for row in qaps["rows"]:
+            del row[3]
+        return None, None, "answer1"
+
+    def empty(qaps, folder):
+        write_summaries(folder, [summaries[0], ["d1", "test", "  "]])
+        return 1, "d1", "summary", _SUMMARIES_FILE
+
+    def duplicate(qaps, folder):
+        write_summaries(folder, [summaries[0], ["d0", "test", "Another summary."], summaries[1]])
+        return 1, "d0", "document_id", _SUMMARIES_FILE
+
+    return Spec(
+        records=lambda: {"header": list(_QAPS), "rows": [["d0", "test", "Who finds it?", "Ann", "Ann B"],
+                                                       ["d1", "test", "Who flies?", "Bob", "Bob C"]]},
+        dump=lambda qaps: _csv(qaps["header"], qaps["rows"]), target="qaps.csv", marker="Who flies",
+        load=lambda folder: load_narrativeqa(folder, split="test"), extra=lambda folder: write_summaries(folder, summaries),
+        broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
+    )
+
+
+SPECS: dict[str, Callable[[], Spec]] = {
+    "hotpotqa": lambda: _list_spec(_hotpot, "hotpotqa", "_id", "question", "context", "Question q1",
+                                   name="hotpot.json", dump=json.dumps),
+    "musique": lambda: _list_spec(_musique, "musique", "id", "answer", "paragraphs", "Question q1"),
+    "2wiki": lambda: _list_spec(_twowiki, "2wiki", "_id", "supporting_facts", "context", "Question q1"),
+    "ragbench": lambda: _list_spec(_ragbench, "ragbench", "id", "response", "documents_sentences", "What is q1"),
+    "dpr": lambda: _list_spec(_dpr, "dpr", "id", "question", "ctxs", "who is q1", name="dpr.json", dump=json.dumps),
+    "squad": _squad_spec,
+    "expertqa": _expert_spec,
+    "beir": _beir_spec,
+    "qasper": _qasper_spec,
+    "quality": _quality_spec,
+    "narrativeqa": _narrativeqa_spec,
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("loader", list(SPECS))
+def test_malformed_input_names_file_record_and_field(tmp_path, loader, case):
+    spec = SPECS[loader]()
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    spec.extra(folder)
+    target = folder / spec.target
+    data = spec.records()
+    expected = None
+    if case in ("missing_field", "empty_context", "duplicate_id"):
+        expected = spec.broken[case](data, folder)
+    text = spec.dump(data)
+    raw = text.encode("utf-8")
+    bad_offset = None
+    if case == "truncated":
+        body = raw.rstrip()
+        raw = body[: len(body) - 12]  # cut inside the last record
+    elif case == "non_utf8":
+        marker = spec.marker.encode()
+        assert raw.count(marker) == 1
+        bad_offset = raw.index(marker) + 2
+        raw = raw[:bad_offset] + b"\xff" + raw[bad_offset:]
+    elif case == "empty_file":
+        raw = b""
+    target.write_bytes(raw)
+    if case == "directory":
+        target.unlink()
+        target.mkdir()
+    elif case == "missing_path":
+        target.unlink()
+
+    if expected is not None and len(expected) == 4:
+        target = folder / expected[3]
+
+    with pytest.raises(DatasetFormatError) as info:
+        spec.load(folder)
+    err = info.value
+    message = str(err)
+    assert err.path == str(target), message
+    assert message.startswith(f"{target}: ")
+    assert len(message) < 400  # never the file's content
+    if expected is not None:
+        assert (err.index, err.record_id, err.field) == expected[:3], message
+    elif case == "truncated":
+        assert "truncated" in message and err.__cause__ is None
+        if spec.target.endswith(".csv"):
+            assert (err.index, err.field) == (1, "answer1"), message
+        elif loader != "qasper":  # one JSON object holds every paper
+            assert err.index == 1, message
+    elif case == "non_utf8":
+        assert f"byte 0xff at byte offset {bad_offset}" in message
+        assert err.index == spec.record_of_second, message
+        # Neither cause nor context: the decode error's repr would carry the whole file.
+        assert err.__cause__ is None and err.__suppress_context__
+    elif case == "empty_file":
+        assert "empty" in message
+    elif case == "directory":
+        assert "is a directory" in message
+    elif case == "missing_path":
+        assert isinstance(err, DatasetNotFoundError) and isinstance(err, FileNotFoundError)
+        assert "not found" in message
+
+
+def test_expertqa_skips_by_design_are_counted_once_per_reason(tmp_path, caplog):
+    rows = [
+        _expert("Q0?"),
+        {**_expert("Q1?"), "answers": {}},
+        _expert("Q2?", evidence=["[1] http://a"]),
+        _expert("Q3?", evidence=[]),
+        {**_expert("Q4?"), "answers": {}},
+        _expert("Q5?"),
+    ]
+    path = tmp_path / "expert.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="harness.data"):
+        examples = load_examples(path)
+    assert [e.question for e in examples] == ["Q0?", "Q5?"]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"skipped 2 of 6 records without any system answer in {path}",
+        f"skipped 1 of 6 records whose evidence is bare URLs only in {path}",
+        f"skipped 1 of 6 records without any evidence in {path}",
+    ]
+
+
+def test_squad_duplicate_question_id_is_an_error_not_a_lost_question(tmp_path):
+    top = {"data": [_squad_article("q0", 1), _squad_article("q1", 2)]}
+    top["data"][1]["paragraphs"][0]["qas"].append(
+        {"id": "q0", "question": "Other?", "answers": [{"text": "Alpha", "answer_start": 11}]})
+    path = tmp_path / "covid.json"
+    path.write_text(json.dumps(top), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path)
+    assert str(info.value) == (
+        f"{path}: record 1 (id 'q0'): field 'paragraphs[0].qas[1].id': "
+        "duplicate question id (first at record 0, paragraphs[0].qas[0])"
+    )
+
+
+def test_quality_verbatim_repeat_is_a_counted_skip(tmp_path, caplog):
+    path = tmp_path / "quality.jsonl"
+    path.write_text(_jsonl([_quality("r0"), _quality("r1"), _quality("r0")]), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="harness.data"):
+        examples = load_quality(path)
+    assert [e.question_id for e in examples] == ["r0_q1", "r0_q2", "r1_q1", "r1_q2"]
+    assert f"skipped 2 of 6 questions that repeat an earlier record verbatim in {path}" in caplog.text
+
+
+def test_qasper_repeated_paper_key_is_an_error(tmp_path):
+    path = tmp_path / "qasper.json"
+    paper = json.dumps(_paper("p0"))
+    path.write_text('{"p0": ' + paper + ', "p0": ' + paper + "}", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match="key 'p0' repeats in one JSON object") as info:
+        load_qasper(path)
+    assert (info.value.path, info.value.field) == (str(path), "p0")
+
+
+def test_json_lines_keep_records_holding_unicode_line_separators(tmp_path):
+    # U+2028 is valid inside a JSON string; splitting lines on it would cut the record in two.
+    rows = [_hotpot("q0"), {**_hotpot("q1"), "question": "Which\u2028one\x0cis it?"}]
+    path = tmp_path / "hotpot.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    examples = load_examples(path)
+    assert [e.question for e in examples] == ["Question q0?", "Which\u2028one\x0cis it?"]
+
+
+def test_byte_order_mark_counts_in_the_byte_offset(tmp_path):
+    path = tmp_path / "hotpot.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_hotpot("q0")).encode() + b"\n{\"_id\": \"q\xff1\"}\n")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "hotpotqa")
+    offset = path.read_bytes().index(b"\xff")
+    assert f"byte 0xff at byte offset {offset} (line 2)" in str(info.value)
+    assert info.value.index == 1
