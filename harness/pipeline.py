@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from harness import __version__
 from harness.cache import stable_hash
-from harness.metrics import context_diagnostics, exact_match, f1_score, retrieval_metrics
+from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
+from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import dataset_scores
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
-from harness.report.outputs import atomic_write_bytes
+from harness.pools import PoolCache, compute_pools, pool_key
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool
 
@@ -107,30 +106,21 @@ class Pipeline:
     def pools(self, examples) -> tuple[list[Pool], list[dict]]:
         """Retrieved (reranked, perturbed) pools and their clean retrieval metrics.
 
-        Cached on disk under a hash of everything upstream (dataset, retriever, perturbation, k, seed, code
-        version), so a budget, packer, diversifier or reader sweep retrieves each pool once.
+        Cached on disk (data only, no pickle) under a key of the examples' content, the retriever,
+        perturbation, k and seed config and the pool stage's code fingerprint (``harness.pools``), so a
+        budget, packer, diversifier or reader sweep retrieves each pool once.
         """
         cfg = self.cfg
-        upstream = {key: OmegaConf.to_container(cfg[key], resolve=True) if isinstance(cfg.get(key), DictConfig)
-                    else cfg.get(key) for key in ("dataset", "retriever", "perturb", "k", "seed")}
-        key = stable_hash(upstream, [ex.question_id for ex in examples], __version__)
-        path = Path(cfg.paths.cache_dir) / "pools" / f"{key}.pkl"
-        if path.exists() and not cfg.get("cache", {}).get("force", False):
-            with open(path, "rb") as handle:
-                return pickle.load(handle)
-
-        start = time.perf_counter()
-        pools = self.retriever.retrieve(examples)
-        if self.reranker is not None:
-            pools = self.reranker.rerank(pools)
-        self._timed("retrieve", start)
-        retrieval = [retrieval_metrics(pool, cfg.k) for pool in pools]
-        if self.perturbation is not None:
-            start = time.perf_counter()
-            pools = self.perturbation.apply(pools, self.encoder, cfg.seed)
-            self._timed("perturb", start)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, pickle.dumps((pools, retrieval), protocol=pickle.HIGHEST_PROTOCOL))
+        store = PoolCache(cfg.paths.cache_dir)
+        key = pool_key(cfg, examples)
+        if not cfg.get("cache", {}).get("force", False):
+            cached = store.load(key)
+            if cached is not None:
+                log.info("pools: reusing %s", store.path(key))
+                return cached
+        pools, retrieval = compute_pools(examples, self.retriever, self.reranker, self.perturbation, self.encoder,
+                                         cfg.k, cfg.seed, self._timed)
+        store.save(key, pools, retrieval)
         return pools, retrieval
 
     def prepare(self, examples) -> list[Prepared]:
@@ -255,10 +245,12 @@ def tree_figures(tree, question_id: str) -> dict[str, Any]:
 
 
 def run_key(cfg: DictConfig) -> str:
-    """Identity of a run's results: the resolved config (loggers aside) and the code version."""
-    container = OmegaConf.to_container(cfg, resolve=True)
-    container.pop("logger", None)
-    return stable_hash(container, __version__)
+    """Identity of a run's results: the resolved config without runtime-only keys (logger, paths, cache,
+    read chunking, progress), the bytes of the dataset files it names and the fingerprint of all stage
+    code (``harness.fingerprint``)."""
+    return stable_hash(
+        "run", identity_config(cfg), input_files_digest(cfg.get("dataset")), code_fingerprint("run")
+    )
 
 
 def finished_summary(output_dir: Path, key: str) -> dict | None:

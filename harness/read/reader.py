@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
 from harness.read.loading import (
     QUANTIZATIONS,
     default_device_map,
@@ -209,7 +210,9 @@ class Reader:
         self._module = None
 
     def cache_key(self, prompt: str) -> str:
-        return stable_hash(self.reader_id, prompt)
+        # An answer depends on the weights and decoding (reader_id), the exact prompt and the generation
+        # code (harness/read): retrieval or packing code only matters through the prompt.
+        return stable_hash(self.reader_id, code_fingerprint("read"), prompt)
 
     def answer(self, prompts: Sequence[str]) -> list[str]:
         """One short answer per prompt, aligned with ``prompts``; only uncached distinct prompts run."""
