@@ -1,20 +1,35 @@
-"""Command line: ``python -m harness <overrides>`` (``-m`` for a multirun sweep, ``--help`` for groups)."""
+"""Command line: ``python -m harness <overrides>`` (``-m`` for a multirun sweep, ``--help`` for groups).
+
+Exit status: 0 when every job finished; 2 for an invalid config value (reported before any model loads);
+1 when a job (or, in a sweep, any job) failed; 128 + the signal number when SIGTERM or SIGINT stopped it.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import hydra
+from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
+from hydra.experimental.callback import Callback
+from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from harness import signals
+from harness.config_check import ConfigError, validate
 
 log = logging.getLogger("harness")
 
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = str(REPO_ROOT / "conf")
+ERROR_FILE = "error.txt"
 
 # Offline by default: a model id that is not a local path must never trigger a download attempt that hangs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,30 +37,102 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
-    from harness.pipeline import run
+class SweepsSearchPath(SearchPathPlugin):
+    """Makes ``sweeps/`` (next to ``conf/``) the ``sweeps`` group from any working directory: the
+    ``file://sweeps/..`` entry in config.yaml is relative to the directory the command runs in."""
 
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        search_path.append(provider="harness-sweeps", path=f"file://{REPO_ROOT}")
+
+
+Plugins.instance().register(SweepsSearchPath)
+
+
+class FailedJobs(Callback):
+    """After a sweep, lists the jobs that wrote an error file, so the launching process can fail."""
+
+    failed: list[dict[str, Any]] = []
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        FailedJobs.failed = []
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        FailedJobs.failed = failed_jobs(Path(config.hydra.sweep.dir))
+        if FailedJobs.failed:
+            print(failure_summary(FailedJobs.failed), file=sys.stderr)
+
+
+def failed_jobs(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Each job directory under ``sweep_dir`` holding an error file: its number, overrides and error path."""
+    found = []
+    for error in sorted(sweep_dir.rglob(ERROR_FILE)):
+        job_dir = error.parent
+        num, overrides = job_dir.name, []
+        hydra_file = job_dir / ".hydra" / "hydra.yaml"
+        if hydra_file.exists():
+            try:
+                job = OmegaConf.load(hydra_file).hydra
+                num = str(job.job.num)
+                overrides = [str(o) for o in job.overrides.task]
+            except Exception as problem:  # a damaged file must not hide the failure itself
+                log.warning("cannot read %s: %s", hydra_file, problem)
+        found.append({"num": num, "overrides": overrides, "error": str(error)})
+    return sorted(found, key=lambda j: (int(j["num"]) if j["num"].isdigit() else 1 << 30, j["num"]))
+
+
+def failure_summary(jobs: list[dict[str, Any]]) -> str:
+    lines = [f"{len(jobs)} sweep job(s) failed:"]
+    for job in jobs:
+        lines.append(f"  job {job['num']}: {' '.join(job['overrides']) or '(no overrides)'}  -> {job['error']}")
+    return "\n".join(lines)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+def hydra_main(cfg: DictConfig) -> None:
+    # Again here: a launcher may run jobs in worker processes that never went through main().
+    signals.install()
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    # A relaunched sweep job starts clean: an error file from an earlier attempt must not count as failure.
+    (output_dir / ERROR_FILE).unlink(missing_ok=True)
     choices = dict(hydra_cfg.runtime.choices)
     try:
+        validate(cfg)
+        from harness.pipeline import run
+
         run(cfg, output_dir, choices=choices)
+    except ConfigError as error:
+        if multirun:
+            (output_dir / ERROR_FILE).write_text(f"invalid config:\n{error}\n")
+            log.error("job %s: invalid config (%s)", hydra_cfg.job.num, output_dir / ERROR_FILE)
+            return
+        for line in error.problems:
+            print(f"config error: {line}", file=sys.stderr)
+        sys.exit(2)
     except Exception:
         # In a sweep one failed job must not kill the others: record the error and go on.
-        if hydra_cfg.mode == RunMode.MULTIRUN:
-            (output_dir / "error.txt").write_text(traceback.format_exc())
-            log.error("job %s failed; traceback in %s", hydra_cfg.job.num, output_dir / "error.txt")
+        if multirun:
+            (output_dir / ERROR_FILE).write_text(traceback.format_exc())
+            log.error("job %s failed; traceback in %s", hydra_cfg.job.num, output_dir / ERROR_FILE)
             return
         raise
     finally:
-        try:
-            import wandb
+        # A run still open here was cut short (error or signal); close it so its files are complete.
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and getattr(wandb, "run", None) is not None:
+            wandb.finish(exit_code=1)
 
-            if wandb.run is not None:
-                wandb.finish(exit_code=1)
-        except ImportError:
-            pass
+
+def main() -> None:
+    signals.install()
+    try:
+        hydra_main()
+    except signals.Interrupted as stop:
+        print(f"harness: {stop}; relaunch with the same hydra.run.dir / hydra.sweep.dir to resume", file=sys.stderr)
+        sys.exit(stop.exit_code)
+    if FailedJobs.failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

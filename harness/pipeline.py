@@ -257,7 +257,11 @@ def finished_summary(output_dir: Path, key: str) -> dict | None:
     path = output_dir / "summary.json"
     if not path.exists():
         return None
-    summary = json.loads(path.read_text())
+    from harness.report.outputs import read_summary
+
+    summary = read_summary(path)
+    if summary is None:
+        return None
     return summary if summary.get("run_key") == key and (output_dir / "rows.parquet").exists() else None
 
 
@@ -268,10 +272,13 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
     """
     from harness.report.journal import RowJournal, normalise_row
-    from harness.report.outputs import print_summary_payload, write_outputs
+    from harness.config_check import validate
+    from harness.report.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
+    validate(cfg)  # before any model loads
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    ensure_writable(output_dir)
+    clean_temporaries(output_dir)
     choices = choices or {}
     key = run_key(cfg)
     force = bool(cfg.get("cache", {}).get("force", False))

@@ -13,6 +13,9 @@ import math
 import os
 from pathlib import Path
 
+from harness import signals
+from harness.report.outputs import atomic_write_bytes
+
 log = logging.getLogger(__name__)
 
 
@@ -27,26 +30,47 @@ class RowJournal:
         self.path = Path(directory) / "rows.journal.jsonl"
         self.key_path = Path(directory) / "rows.journal.key"
         self.run_key = run_key
-        if self.path.exists() and (not self.key_path.exists() or self.key_path.read_text().strip() != run_key):
+        if self.path.exists() and (not self.key_path.exists() or self.key_path.read_bytes().strip() != run_key.encode()):
             stale = self.path.with_suffix(".stale.jsonl")
             os.replace(self.path, stale)
             log.warning("row journal in %s was written by another config; moved to %s", directory, stale.name)
         self.key_path.write_text(run_key)
 
     def load(self) -> dict[str, dict]:
-        """Rows already produced, by question id. A torn last line (killed mid-write) is ignored."""
+        """Rows already produced, by question id.
+
+        A damaged line (a torn tail from a killed writer, bytes that are not JSON, a record without a
+        ``question_id``) is logged with the journal's path and line number and dropped; the valid rows before
+        and after it are kept, and the journal is rewritten without the damaged lines so they are reported
+        once and rows after them are never produced twice.
+        """
         rows: dict[str, dict] = {}
         if not self.path.exists():
             return rows
-        with open(self.path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.endswith("\n"):
-                    break
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    break
-                rows[row["question_id"]] = row
+        damaged: list[str] = []
+        kept: list[bytes] = []
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            torn = number == len(lines)  # no newline after it: the writer was killed mid-line
+            try:
+                row = json.loads(raw.decode("utf-8"))
+                if not isinstance(row, dict) or not isinstance(row.get("question_id"), str):
+                    raise ValueError("no question_id")
+            except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                damaged.append(f"line {number}{' (torn, no newline)' if torn else ''}: {error}")
+                continue
+            if torn:
+                damaged.append(f"line {number} (torn, no newline): complete record kept")
+            rows[row["question_id"]] = row
+            kept.append(raw)
+        if damaged:
+            log.warning("row journal %s is damaged; keeping %d valid rows, dropping: %s",
+                        self.path, len(kept), "; ".join(damaged[:5]) + (" ..." if len(damaged) > 5 else ""))
+            atomic_write_bytes(self.path, b"".join(line + b"\n" for line in kept))
         return rows
 
     def append(self, rows: list[dict]) -> None:
@@ -59,7 +83,8 @@ class RowJournal:
                 handle.seek(-1, os.SEEK_END)
                 if handle.read(1) != b"\n":
                     payload = "\n" + payload
-        with open(self.path, "a", encoding="utf-8") as handle:
+        # A stop signal waits until the chunk is on disk whole.
+        with signals.deferred(), open(self.path, "a", encoding="utf-8") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())

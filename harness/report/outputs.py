@@ -51,6 +51,65 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class RunDirectoryError(OSError):
+    """The run directory cannot hold the run's outputs (read-only, not a folder, ...)."""
+
+
+def ensure_writable(directory: Path) -> None:
+    """Fail at once, naming the folder, when the run directory cannot be written: otherwise the run would
+    compute for minutes and fail on its first journal write."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise RunDirectoryError(
+            f"run directory {directory} is not writable ({error.strerror or error}); "
+            "give a writable hydra.run.dir (hydra.sweep.dir for a sweep)") from error
+
+
+def clean_temporaries(directory: Path) -> list[Path]:
+    """Remove temporary files left by a writer killed between writing and renaming (``.NAME.tmp-PID``).
+    A file whose writer process is still alive is left alone."""
+    removed = []
+    for path in directory.glob(".*.tmp-*"):
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    if removed:
+        log.warning("removed %d leftover temporary file(s) in %s: %s", len(removed), directory,
+                    ", ".join(p.name for p in removed))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_summary(path: Path) -> dict | None:
+    """A run's summary.json, or None when it is missing or damaged (logged with its path): a damaged
+    summary marks an unfinished run, which is completed and its summary rewritten."""
+    if not path.exists():
+        return None
+    try:
+        summary = json.loads(path.read_bytes().decode("utf-8"))
+        if not isinstance(summary, dict):
+            raise ValueError(f"expected a JSON object, found {type(summary).__name__}")
+    except (OSError, ValueError) as error:
+        log.warning("damaged %s (%s): treating the run as unfinished", path, error)
+        return None
+    return summary
+
+
 def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     frame.to_parquet(tmp, index=False)

@@ -1,0 +1,103 @@
+"""SIGTERM and SIGINT stop a run within seconds, at any stage, with what it has finished kept.
+
+``install()`` (called by the command line) makes both signals raise :class:`Interrupted` in the main thread,
+the way SIGINT raises ``KeyboardInterrupt`` by default, so a run stops between two Python steps wherever it is:
+encoding, packing, a summary tree or token-by-token generation. ``Interrupted`` derives from ``BaseException``
+so that no ``except Exception`` on the way (a sweep's failed-job handler, Hydra's job runner) can swallow it,
+and not from ``KeyboardInterrupt``, which Lightning turns into ``sys.exit(1)``.
+
+Durable writes (a row-journal chunk, a batch of cached answers) run inside :func:`deferred`: a signal that
+arrives there is held until the write is complete, so a stop never leaves half a chunk behind.
+
+A backend that spends long stretches in native code, where no Python signal handler can run, polls
+:func:`stop_requested` (or calls :func:`check`) between its own steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+_received: int | None = None  # the first stop signal, once one has arrived
+_raised = False               # Interrupted was raised for it (later signals only log)
+_deferring = 0                # depth of deferred() sections on the main thread
+
+
+class Interrupted(BaseException):
+    """The run was asked to stop by a signal; the process should exit with ``exit_code``."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        super().__init__(f"stopped by {signal.Signals(self.signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        # The shell convention for a process ended by a signal: 143 for SIGTERM, 130 for SIGINT.
+        return 128 + self.signum
+
+
+def stop_requested() -> bool:
+    """True once SIGTERM or SIGINT has arrived; backends poll it between steps."""
+    return _received is not None
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` if a stop signal has arrived (for loops that poll)."""
+    global _raised
+    if _received is not None and _deferring == 0:
+        _raised = True
+        raise Interrupted(_received)
+
+
+def _handler(signum: int, frame) -> None:
+    global _received
+    if _received is None:
+        _received = signum
+        log.warning("received %s: stopping (finished rows and cached answers are kept)", signal.Signals(signum).name)
+    elif _raised:
+        # Already unwinding: a second signal must not interrupt the clean-up (W&B, journal) half-way.
+        log.warning("received %s again: already stopping", signal.Signals(signum).name)
+        return
+    if _deferring == 0:
+        check()
+
+
+def install() -> None:
+    """Route SIGTERM and SIGINT to :class:`Interrupted` (main thread only; elsewhere a no-op).
+
+    Lightning's signal connector, set up inside ``Trainer.predict``, keeps a handler that is already in
+    place and calls it after its own, and restores it on teardown, so this survives reading.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in HANDLED:
+        signal.signal(signum, _handler)
+
+
+def reset() -> None:
+    """Forget a received signal (tests and long-lived processes that handled it)."""
+    global _received, _raised, _deferring
+    _received, _raised, _deferring = None, False, 0
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold a stop signal until the block ends, then raise it: for writes that must not be torn."""
+    global _deferring
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main:
+        _deferring += 1
+    try:
+        yield
+    finally:
+        if on_main:
+            _deferring -= 1
+    if on_main and _deferring == 0 and _received is not None and not _raised:
+        check()
