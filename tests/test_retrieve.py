@@ -49,3 +49,58 @@ def test_open_setting_merges_duplicates_but_keeps_each_questions_ids(hash_encode
     assert len(pools[0].candidates) == 3  # the shared paragraph is indexed once
     assert "a::0" in {c.cand_id for c in pools[0].candidates}
     assert "b::0" in {c.cand_id for c in pools[1].candidates}  # question b sees its own id for it
+
+
+class RecordingEncoder:
+    """The hash encoder, remembering every document text and carrying the embed_title switch."""
+
+    def __init__(self, embed_title: bool) -> None:
+        from tests.conftest import HashEncoder
+
+        self.inner, self.embed_title, self.documents = HashEncoder(), embed_title, []
+
+    def encode_queries(self, texts):
+        return self.inner.encode(texts)
+
+    def encode_documents(self, texts):
+        self.documents.extend(texts)
+        return self.inner.encode(texts)
+
+
+def test_embed_title_switches_the_embedded_text_everywhere():
+    import pytest
+
+    from harness.perturb.inject import NearDuplicateInjection
+
+    for setting in ("distractor", "open"):
+        with_title, text_only = RecordingEncoder(True), RecordingEncoder(False)
+        titled = DenseRetriever(with_title, setting=setting, pool_size=10).retrieve(examples())
+        plain = DenseRetriever(text_only, setting=setting, pool_size=10, embed_title=False).retrieve(examples())
+        assert "Gold B: Gold text for b." in with_title.documents
+        assert "Gold text for b." in text_only.documents and not any(": " in t for t in text_only.documents)
+        # different texts, so different vectors (and different embedding-cache keys)
+        assert not np.allclose(titled[1].embeddings, plain[1].embeddings)
+        # injected copies are embedded the way their sources were
+        before = len(text_only.documents)
+        NearDuplicateInjection(rho=1.0).apply(plain, text_only, seed=0)
+        copies = text_only.documents[before:]
+        assert copies and not any(": " in t for t in copies)
+    with pytest.raises(ValueError, match="retriever.embed_title"):
+        DenseRetriever(RecordingEncoder(True), embed_title=False)
+
+
+def test_embed_title_config_defaults_to_true_and_reaches_the_encoder(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from tests.conftest import REPO
+
+    for overrides, expected in (([], True), (["retriever.embed_title=false"], False),
+                                (["retriever=bge_small_320", "retriever.embed_title=false"], False)):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        assert cfg.retriever.embed_title is expected and cfg.retriever.encoder.embed_title is expected
+        encoder = instantiate(cfg.retriever.encoder, cache_dir=str(tmp_path))  # the model loads lazily
+        assert encoder.embed_title is expected
+        assert instantiate({k: v for k, v in cfg.retriever.items() if k not in ("encoder", "reranker")},
+                           encoder=encoder).embed_title is expected

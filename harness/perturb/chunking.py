@@ -8,7 +8,7 @@ count stays at the clean number of documents, so higher overlap packs more near-
 from __future__ import annotations
 
 from harness.perturb.base import Perturbation, rerank
-from harness.retrieve.dense import candidate_text
+from harness.retrieve.dense import candidate_text, embeds_title
 from harness.types import Candidate, Pool
 
 
@@ -46,7 +46,8 @@ class OverlappingChunks(Perturbation):
                     windows.append(Candidate(cand_id=f"{cand.cand_id}#w{j}", text=text, source_ids=cand.source_ids,
                                              title=cand.title, sentences=(text,), score=cand.score, kind="chunk"))
             chunked.append(windows)
-        vectors = encoder.encode_documents([candidate_text(c) for windows in chunked for c in windows])
+        view = embeds_title(encoder)
+        vectors = encoder.encode_documents([candidate_text(c, view) for windows in chunked for c in windows])
         out, offset = [], 0
         for pool, windows in zip(pools, chunked):
             emb = vectors[offset : offset + len(windows)]

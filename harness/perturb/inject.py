@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.cache import stable_hash
 from harness.perturb.base import Perturbation, rerank
-from harness.retrieve.dense import candidate_text
+from harness.retrieve.dense import candidate_text, embeds_title
 from harness.types import Candidate, Pool
 
 
@@ -64,7 +64,8 @@ class NearDuplicateInjection(Perturbation):
             # One generator per question, seeded by its id: its copies do not depend on the rest of the run.
             rng = np.random.default_rng([int(seed), int(stable_hash(pool.example.question_id)[:12], 16)])
             copies_per_pool.append(self._copies(pool, rng))
-        vectors = encoder.encode_documents([candidate_text(c) for copies in copies_per_pool for c in copies])
+        view = embeds_title(encoder)
+        vectors = encoder.encode_documents([candidate_text(c, view) for copies in copies_per_pool for c in copies])
         offset = 0
         for pool, copies in zip(pools, copies_per_pool):
             new_vectors = vectors[offset : offset + len(copies)]

@@ -22,14 +22,25 @@ from harness.types import Candidate, Document, Example, Pool
 log = logging.getLogger(__name__)
 
 
-def document_text(doc: Document) -> str:
-    """What the encoder sees for a document: its title, then its text."""
-    return f"{doc.title}: {doc.text}" if doc.title else doc.text
+def document_text(doc: Document, embed_title: bool = True) -> str:
+    """What the encoder sees for a document: "title: text", or the text alone with ``embed_title=False``."""
+    return f"{doc.title}: {doc.text}" if doc.title and embed_title else doc.text
 
 
-def candidate_text(candidate: Candidate) -> str:
-    """The same view for a candidate (a copy or a chunk embeds like a document)."""
-    return f"{candidate.title}: {candidate.text}" if candidate.title else candidate.text
+def candidate_text(candidate: Candidate, embed_title: bool = True) -> str:
+    """The same view for a candidate (a copy or a chunk embeds like a document); with the title it is also
+    what a whole-candidate context shows the reader and what a cross-encoder scores."""
+    return f"{candidate.title}: {candidate.text}" if candidate.title and embed_title else candidate.text
+
+
+def embeds_title(encoder) -> bool:
+    """Whether texts embedded with ``encoder`` carry their title (``retriever.embed_title``, default true).
+
+    Every stage that embeds a passage (retrieval, injected copies, overlapping chunks, tree leaves) asks
+    the encoder, so a copy is embedded exactly like its source. The embedding cache needs no extra key:
+    it is keyed by the embedded text itself, which differs with and without the title.
+    """
+    return bool(getattr(encoder, "embed_title", True))
 
 
 def inner_product_search(vectors: np.ndarray, queries: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +63,15 @@ def _candidate(doc: Document, source_id: str, score: float) -> Candidate:
 
 
 class DenseRetriever:
-    def __init__(self, encoder: Encoder, setting: str = "distractor", pool_size: int | None = None) -> None:
+    def __init__(
+        self, encoder: Encoder, setting: str = "distractor", pool_size: int | None = None, embed_title: bool = True
+    ) -> None:
+        if embeds_title(encoder) != bool(embed_title):
+            raise ValueError(
+                f"retriever.embed_title={embed_title} but retriever.encoder.embed_title={embeds_title(encoder)}: "
+                "set retriever.embed_title only (the encoder follows it)"
+            )
+        self.embed_title = bool(embed_title)
         if setting not in ("distractor", "open"):
             raise ValueError(f"retriever.setting must be 'distractor' or 'open', got {setting!r}")
         if pool_size is not None and pool_size < 1:
@@ -69,7 +88,7 @@ class DenseRetriever:
 
     def _retrieve_distractor(self, examples: list[Example], queries: np.ndarray) -> list[Pool]:
         # Embed every document of every question in one batch: far faster than per question.
-        texts = [document_text(doc) for ex in examples for doc in ex.documents]
+        texts = [document_text(doc, self.embed_title) for ex in examples for doc in ex.documents]
         vectors = self.encoder.encode_documents(texts)
         pools, offset = [], 0
         for ex, query in zip(tqdm(examples, desc="retrieve", leave=False), queries):
@@ -105,7 +124,7 @@ class DenseRetriever:
                 corpus.setdefault(key, doc)
                 owners.setdefault(key, {})[ex.question_id] = doc.doc_id
         keys = list(corpus)
-        vectors = self.encoder.encode_documents([document_text(corpus[k]) for k in keys])
+        vectors = self.encoder.encode_documents([document_text(corpus[k], self.embed_title) for k in keys])
         top = self.pool_size or 100
         scores, order = inner_product_search(vectors, queries, top)
         log.info("open retrieval: %d documents indexed, pool size %d", len(keys), top)

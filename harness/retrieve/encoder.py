@@ -42,8 +42,11 @@ class Encoder:
         document_prefix: str = "",
         max_seq_length: int | None = None,
         show_progress: bool = True,
+        embed_title: bool = True,
     ) -> None:
         self.model_name = model
+        # Passages are embedded as "title: text" (true) or text only; see harness.retrieve.dense.embeds_title.
+        self.embed_title = bool(embed_title)
         self.batch_size = batch_size
         self.truncate_dim = truncate_dim
         self.device = device

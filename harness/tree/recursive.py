@@ -29,7 +29,7 @@ from harness.cache import TextStore
 from harness.data.sentences import split_sentences
 from harness.fingerprint import code_fingerprint
 from harness.lm.base import build_chat_lm
-from harness.retrieve.dense import document_text
+from harness.retrieve.dense import document_text, embeds_title
 from harness.tree.base import Tree, TreeServices
 from harness.tree.chunking import WordCounter
 from harness.tree.clustering import ClusteringConfig
@@ -146,7 +146,8 @@ class RecursiveSummaryTree(Tree):
             if doc.doc_id in in_pool:
                 vectors[i] = pool.embeddings[in_pool[doc.doc_id]]
         if missing:
-            vectors[missing] = services.encoder.encode_documents([document_text(docs[i]) for i in missing])
+            view = embeds_title(services.encoder)
+            vectors[missing] = services.encoder.encode_documents([document_text(docs[i], view) for i in missing])
         return nodes, vectors
 
     def base_key(self, leaves: list[TreeNode], services: TreeServices) -> list[Any]:
