@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import hydra
 from hydra.core.config_search_path import ConfigSearchPath
@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from harness import signals
 from harness.config_check import ConfigError, validate
@@ -51,7 +52,7 @@ Plugins.instance().register(SweepsSearchPath)
 class FailedJobs(Callback):
     """After a sweep, lists the jobs that wrote an error file, so the launching process can fail."""
 
-    failed: list[dict[str, Any]] = []
+    failed: ClassVar[list[dict[str, Any]]] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         FailedJobs.failed = []
@@ -74,7 +75,7 @@ def failed_jobs(sweep_dir: Path) -> list[dict[str, Any]]:
                 job = OmegaConf.load(hydra_file).hydra
                 num = str(job.job.num)
                 overrides = [str(o) for o in job.overrides.task]
-            except Exception as problem:  # a damaged file must not hide the failure itself
+            except (OSError, ValueError, OmegaConfBaseException) as problem:  # must not hide the failure itself
                 log.warning("cannot read %s: %s", hydra_file, problem)
         found.append({"num": num, "overrides": overrides, "error": str(error)})
     return sorted(found, key=lambda j: (int(j["num"]) if j["num"].isdigit() else 1 << 30, j["num"]))

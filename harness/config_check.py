@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
 
@@ -75,7 +76,7 @@ def allowed_top_level_keys(config_file: Path = CONFIG_FILE) -> set[str]:
     """The keys config.yaml defines plus one per config group of its defaults list, so a key added there
     is allowed without touching this module."""
     base = OmegaConf.load(config_file)
-    keys = {str(k) for k in base.keys() if k != "defaults"}
+    keys = {str(k) for k in base if k != "defaults"}
     for entry in base.get("defaults", []):
         if isinstance(entry, str):
             continue
@@ -113,14 +114,14 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
     """Every invalid value of ``cfg``, one line each; empty when the config is valid."""
     found: list[str] = []
     allowed = allowed_top_level_keys(config_file)
-    for key in cfg.keys():
+    for key in cfg:
         if str(key) not in allowed:
             value = OmegaConf.select(cfg, str(key), throw_on_resolution_failure=False)
             found.append(f"unknown top-level key {key!r} (value {value!r}); allowed keys: {', '.join(sorted(allowed))}")
     for rule in RULES:
         try:
             present, value = _select(cfg, rule.key)
-        except Exception as error:  # an interpolation that does not resolve
+        except OmegaConfBaseException as error:  # an interpolation that does not resolve
             found.append(f"{rule.key}: cannot be resolved ({error}); allowed: {rule.allowed}")
             continue
         if not present or (value is None and rule.nullable):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -101,12 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resolve_metric(rows: pd.DataFrame, options: Options) -> Options:
+    """The options with the metric the rows can support: selection-only sweeps (read=false) have no
+    answers, so the default F1 becomes their selection metric. An explicit --metric is kept as given."""
+    if options.metric == "f1" and not has_values(rows, "f1") and has_values(rows, "s_recall"):
+        log.info("no F1 in these rows (read=false runs): reporting s_recall")
+        return dataclasses.replace(options, metric="s_recall")
+    return options
+
+
 def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
     """Every section the rows support, in report order."""
-    if options.metric == "f1" and not has_values(rows, "f1") and has_values(rows, "s_recall"):
-        # Selection-only sweeps (read=false) have no answers: report their selection metric instead.
-        log.info("no F1 in these rows (read=false runs): reporting s_recall")
-        options.metric = "s_recall"
+    options = resolve_metric(rows, options)
     if not has_values(rows, options.metric):
         numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
         raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
@@ -182,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows, infos = load_runs(args.dirs)
         rows, layout = annotate(rows)
+        options = resolve_metric(rows, options)
         report = build_report(rows, layout, infos, options)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
