@@ -130,3 +130,16 @@ def test_every_policy_obeys_the_feasibility_rule():
             ctx = TopKTruncatePacker(misfit=misfit).pack(request(budget, hand_pool()))
             assert fits([s.tokens for s in ctx.snippets], budget)
             assert ctx.extra["packed_cost"] == sum(s.tokens for s in ctx.snippets) + max(len(ctx.snippets) - 1, 0)
+
+
+def test_packing_experiment_states_its_candidate_set_and_misfit_policy():
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import REPO
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=packing_hotpotqa", "packer=packed"])
+        knn = compose(config_name="config", overrides=["experiment=packing_hotpotqa", "diversifier=knn"])
+    assert cfg.diversifier.name == "none" and cfg.k == 5 and cfg.budget == 160  # packers see the whole pool
+    assert cfg.packer.misfit == "truncate_last"
+    assert knn.diversifier.name == "knn" and knn.diversifier.k == 5
