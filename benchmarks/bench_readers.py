@@ -1,0 +1,141 @@
+"""Reader ladder on CPU: questions/s and SQuAD F1 of each rung and backend on the same prompts.
+
+Reads the first N HotpotQA distractor questions with their gold paragraphs (whole, in supporting-fact
+order) as the context, so every rung reads the same question and context text (each through its own
+chat template) and the figures measure the reader alone, not retrieval or packing. For each rung
+(SmolLM2-135M Q4_1, Qwen2.5-Coder-0.5B Q4_K_M, Qwen2.5-Coder-1.5B Q4_K_M) it runs the llama.cpp
+backend on the GGUF and the transformers backend on the same GGUF dequantised (float32: this CPU has
+no bf16 instructions), each with a fresh response cache, and prints one table. Load time (weights,
+first call) is timed apart from reading; a missing one-time GGUF -> HF conversion runs first, untimed.
+Wall time depends on what else the machine runs; CPU seconds (all threads of this process) much less.
+
+    .venv/bin/python benchmarks/bench_readers.py --questions 20 --rungs smollm2 qwen2.5-coder-0.5b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from harness.metrics import exact_match, f1_score
+from harness.read.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
+from harness.read.reader import Reader
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"
+RUNGS = ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+
+
+def gold_rows(records: list[dict]) -> list[tuple[str, str, str]]:
+    """(question, context, answer): the gold paragraphs, titled, in supporting-fact order."""
+    rows = []
+    for rec in records:
+        paragraphs = {title: "".join(sents).strip() for title, sents in rec["context"]}
+        titles = list(dict.fromkeys(title for title, _ in rec["supporting_facts"]))
+        rows.append((rec["question"], "\n\n".join(f"{t}: {paragraphs[t]}" for t in titles), rec["answer"]))
+    return rows
+
+
+def installed(rung: str, models_dir: Path) -> bool:
+    try:
+        gguf_path(rung, models_dir)
+        return True
+    except (FileNotFoundError, ModuleNotFoundError):
+        return False
+
+
+def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1) -> Reader:
+    common = dict(name=f"{rung}-{backend}", offline_model=rung, models_dir=str(args.models_dir), backend=backend,
+                  batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, cache_dir=cache_dir,
+                  show_progress=False)
+    if backend == "llama_cpp":
+        return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": args.threads, "n_ctx": 2048})
+    return Reader(**common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype,
+                  torch_threads=args.threads)
+
+
+def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
+    reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots)
+    prompts = [reader.render_prompt(q, c) for q, c, _ in rows]
+    tokens = [reader.count_prompt_tokens(p) for p in prompts]
+    start = time.perf_counter()
+    reader.answer(["Say hello."])  # weights load and first-call costs, timed apart
+    load = time.perf_counter() - start
+    start, cpu_start = time.perf_counter(), time.process_time()
+    answers = reader.answer(prompts)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
+    golds = [gold for _, _, gold in rows]
+    reader.unload()
+    return {
+        "rung": rung, "backend": backend if backend == "transformers" else f"llama_cpp x{slots}",
+        "load_s": load, "seconds": seconds, "s_per_q": seconds / len(rows), "cpu_s_per_q": cpu / len(rows), "qps": len(rows) / seconds,
+        "f1": sum(f1_score(a, g) for a, g in zip(answers, golds)) / len(rows),
+        "em": sum(exact_match(a, g) for a, g in zip(answers, golds)) / len(rows),
+        "prompt_tokens": sum(tokens) / len(tokens), "answers": answers,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--questions", type=int, default=50, help="the first N questions")
+    parser.add_argument("--rungs", nargs="+", default=None, choices=RUNGS, help="default: every installed rung")
+    parser.add_argument("--backends", nargs="+", default=["llama_cpp", "transformers"],
+                        choices=["llama_cpp", "transformers"])
+    parser.add_argument("--slots", type=int, nargs="+", default=[1],
+                        help="llama.cpp parallel slots to compare (each a row)")
+    parser.add_argument("--threads", type=int, default=1, help="compute threads for either backend")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--dtype", default="float32", help="transformers backend dtype")
+    parser.add_argument("--models-dir", type=Path, default=ROOT / ".cache/models")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    rungs = args.rungs or [r for r in RUNGS if installed(r, args.models_dir)]
+    missing = [r for r in rungs if not installed(r, args.models_dir)]
+    if missing:
+        raise SystemExit(f"not installed: {missing} (make models / make models-1.5b)")
+    rows = gold_rows(json.loads(args.data.read_text())[: args.questions])
+    print(f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
+          f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, {args.threads} thread(s), "
+          f"transformers in {args.dtype}")
+
+    results = []
+    for rung in rungs:
+        if "transformers" in args.backends:
+            started = time.perf_counter()
+            ensure_offline_model(rung, default_folder(rung, args.models_dir), args.models_dir)
+            spent = time.perf_counter() - started
+            if spent > 1:
+                print(f"(one-time GGUF -> HF conversion of {rung}: {spent:.0f} s, not counted below)")
+        for backend in args.backends:
+            for slots in args.slots if backend == "llama_cpp" else [1]:
+                result = run_one(rung, backend, slots, rows, args)
+                results.append(result)
+                print(f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}", flush=True)
+
+    print()
+    print("| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM | same answers as row 1 of rung |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for result in results:
+        first = next(r for r in results if r["rung"] == result["rung"])
+        same = sum(a == b for a, b in zip(result["answers"], first["answers"]))
+        print(f"| {result['rung']} ({OFFLINE_MODELS[result['rung']].quantization}) | {result['backend']} | "
+              f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | {result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
+              f"{result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |")
+    for rung in rungs:
+        by = {r["backend"]: r for r in results if r["rung"] == rung}
+        if "transformers" in by and "llama_cpp x1" in by:
+            print(f"{rung}: llama.cpp (1 slot) reads {by['transformers']['seconds'] / by['llama_cpp x1']['seconds']:.2f}x "
+                  "faster per question than transformers")
+    if args.json:
+        args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=2))
+
+
+if __name__ == "__main__":
+    main()
