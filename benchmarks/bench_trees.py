@@ -127,21 +127,20 @@ def main() -> None:
         for e in abstractive if "dtcrs" in build else []:
             pool = pools[e.question_id]
             dtcrs_lm._memory.clear()
-            dtcrs.expand(pool, services)
-            info = dtcrs.build_info[e.question_id]
+            _, info = dtcrs.expand(pool, services)
             coverage = []
             if info.get("built"):
-                record = dtcrs.cached(info["tree_key"])
+                record = dtcrs.cached(info["cache_key"])
                 tree = SummaryTree.from_json(record["tree"])
                 _, leaf_emb = dtcrs.leaves(pool, services)
-                coverage = layer_coverage(tree, [leaf_emb] + dtcrs.summary_embeddings(info["tree_key"], tree, services),
+                coverage = layer_coverage(tree, [leaf_emb] + dtcrs.summary_embeddings(info["cache_key"], tree, services),
                                           pool.query_embedding, set(e.gold_doc_ids))
             results["dtcrs"][e.question_id] = {
                 "paper": e.metadata["paper_id"],
                 "question": e.question,
                 "class": info["question_class"],
                 "class_source": info["class_source"],
-                "subquestions": info["subquestions"],
+                "subquestions": info["sub_questions"],
                 "nodes_per_layer": info["nodes_per_layer"],
                 "summary_nodes": info["summary_nodes"],
                 "build_seconds": round(info["build_seconds"], 1),

@@ -28,6 +28,7 @@ from harness.metrics.longform import dataset_scores
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import PoolCache, compute_pools, pool_key
+from harness.stage import stage_columns
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool
 
@@ -63,10 +64,13 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
     return flat
 
 
-def fit_to_budget(context: Context, tokens, budget: int | None) -> tuple[Context, str, int]:
+def fit_to_budget(context: Context, tokens, budget: int | None) -> tuple[Context, str, int, int]:
     """Render the context and count it in reader tokens; drop trailing snippets in the (rare) case the
-    rendered text exceeds the budget because tokens merged across a snippet boundary."""
+    rendered text exceeds the budget because tokenization changed across a snippet boundary (a
+    SentencePiece word loses its leading-space token after a newline). Returns the context, its text,
+    its token count and how many snippets were dropped (the row's ``trimmed_snippets``)."""
     snippets = list(context.snippets)
+    packed = len(snippets)
     text = render_context(snippets)
     count = tokens.count(text) if text else 0
     while budget is not None and count > budget and snippets:
@@ -75,7 +79,7 @@ def fit_to_budget(context: Context, tokens, budget: int | None) -> tuple[Context
         count = tokens.count(text) if text else 0
     context.snippets = snippets
     context.tokens = count
-    return context, text, count
+    return context, text, count, packed - len(snippets)
 
 
 class Pipeline:
@@ -133,15 +137,13 @@ class Pipeline:
         selections: list[tuple[Pool, Pool, dict]] = []
         start = time.perf_counter()
         for pool in tqdm(pools, desc=f"tree={self.tree.name} diversifier={self.diversifier.name}", leave=False):
-            pool = self.tree.expand(pool, services)
+            pool, tree_info = self.tree.expand(pool, services)
             # One BLAS thread per question: per-query kernels at m ~ 100 are slower with more.
             with threadpool_limits(1):
-                if hasattr(self.diversifier, "select_with_info"):
-                    indices, info = self.diversifier.select_with_info(pool)
-                    selected = pool.subset(indices)
-                else:
-                    selected, info = self.diversifier.select(pool), {}
-            selections.append((pool, selected, info))
+                indices, diversify_info = self.diversifier.select(pool)
+            selected = pool.subset(indices)
+            columns = {**stage_columns("tree", tree_info), **stage_columns("diversify", diversify_info)}
+            selections.append((pool, selected, columns))
         self._timed("select", start)
 
         # Snippets of every question are embedded in one batch (cached per text).
@@ -157,7 +159,7 @@ class Pipeline:
         self._timed("snippets", start)
 
         start, offset = time.perf_counter(), 0
-        for (pool, selected, info), snippets, retr in zip(
+        for (pool, selected, stage_info), snippets, retr in zip(
             selections, all_snippets, tqdm(retrieval, desc=f"pack={self.packer.name} B={cfg.budget}", leave=False)
         ):
             vectors = flat_vectors[offset : offset + len(snippets)]
@@ -175,14 +177,15 @@ class Pipeline:
             with threadpool_limits(1):
                 context = self.packer.pack(request)
             budget = None if context.budget is None else int(cfg.budget)
-            context, text, count = fit_to_budget(context, tokens, budget)
+            context, text, count, trimmed = fit_to_budget(context, tokens, budget)
             prompt = self.reader.render_prompt(pool.example.question, text)
             figures = {
                 **retr,
                 **selection_metrics(selected, pool, cfg.k),
                 **context_diagnostics(context, pool.example, text),
-                **info,
-                **tree_figures(self.tree, pool.example.question_id),
+                **stage_info,
+                **stage_columns("pack", context.extra),
+                "trimmed_snippets": trimmed,
                 "n_candidates": len(pool.candidates),
                 "n_selected": len(selected.candidates),
                 "n_snippets_available": len(snippets),
@@ -200,16 +203,33 @@ class Pipeline:
         self._timed("read", start)
         return answers
 
-    def row(self, item: Prepared, answer: str, choices: dict[str, str], config_columns: dict[str, Any]) -> dict:
-        cfg, ex = self.cfg, item.pool.example
+    def row(self, item: Prepared, answer: str | None, choices: dict[str, str], config_columns: dict[str, Any]) -> dict:
+        """One question's row: the question, the run's components, the answer and its scores, the
+        figures of ``prepare`` (among them each stage's own report as ``tree.*``, ``diversify.*`` and
+        ``pack.*`` columns), the context and the flattened config."""
+        return {
+            **self.question_columns(item.pool.example),
+            **self.run_columns(choices),
+            **self.answer_columns(item, answer),
+            **item.figures,
+            "context": item.context_text,
+            **config_columns,
+        }
+
+    def question_columns(self, ex) -> dict[str, Any]:
         return {
             "question_id": ex.question_id,
-            "dataset": ex.dataset or cfg.dataset.get("name", ""),
+            "dataset": ex.dataset or self.cfg.dataset.get("name", ""),
             "split": ex.split,
             "question": ex.question,
             "gold_answers": json.dumps(list(ex.answers)),
             "hops": ex.hops,
             "qtype": ex.qtype,
+        }
+
+    def run_columns(self, choices: dict[str, str]) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
             "retriever": choices.get("retriever", ""),
             "perturb": choices.get("perturb", "none"),
             "tree": self.tree.name,
@@ -219,29 +239,16 @@ class Pipeline:
             "k": int(cfg.k),
             "seed": int(cfg.seed),
             "reader": self.reader.name,
+        }
+
+    def answer_columns(self, item: Prepared, answer: str | None) -> dict[str, Any]:
+        ex = item.pool.example
+        return {
             "answer": answer,
             "em": float("nan") if answer is None else exact_match(answer, ex.answers),
             "f1": float("nan") if answer is None else f1_score(answer, ex.answers),
             **({} if answer is None else dataset_scores(answer, ex)),
-            **item.figures,
-            "context": item.context_text,
-            **config_columns,
         }
-
-
-def tree_figures(tree, question_id: str) -> dict[str, Any]:
-    """Row columns from a summary tree's build record: nodes per layer, summary nodes, build time, class."""
-    info = getattr(tree, "build_info", {}).get(question_id)
-    if not info:
-        return {}
-    layers = list(info.get("nodes_per_layer", []))
-    return {
-        "tree_nodes_per_layer": json.dumps(layers),
-        "tree_summary_nodes": int(sum(layers[1:])),
-        "tree_build_s": float(info.get("build_seconds", float("nan"))),
-        "tree_cached": bool(info.get("cached", False)),
-        "question_class": str(info.get("question_class", "")),
-    }
 
 
 def run_key(cfg: DictConfig) -> str:

@@ -29,7 +29,7 @@ def distinct_pool(hops: int) -> Pool:
 def test_rule_fires_on_a_redundant_top_k_and_returns_the_inner_selection():
     pool = redundant_pool(hops=2)
     rule = RuleDiversifier("rule", 3)
-    indices, info = rule.select_with_info(pool)
+    indices, info = rule.select(pool)
     # Vendi of three identical vectors is 1 < tau = min(2, 3) = 2.
     assert info["rule_triggered"] is True and info["rule_tau"] == 2
     assert info["rule_vendi"] == pytest.approx(1.0)
@@ -39,29 +39,29 @@ def test_rule_fires_on_a_redundant_top_k_and_returns_the_inner_selection():
 
 def test_rule_keeps_knn_when_the_top_k_is_diverse_enough():
     pool = distinct_pool(hops=3)
-    indices, info = RuleDiversifier("rule", 3).select_with_info(pool)
+    indices, info = RuleDiversifier("rule", 3).select(pool)
     assert info["rule_triggered"] is False
     assert info["rule_vendi"] == pytest.approx(3.0)  # not below tau = 3
     assert indices.tolist() == KNNDiversifier("knn", 3).select_indices(pool).tolist()
 
 
 def test_single_hop_questions_never_trigger():
-    indices, info = RuleDiversifier("rule", 3).select_with_info(redundant_pool(hops=1))
+    indices, info = RuleDiversifier("rule", 3).select(redundant_pool(hops=1))
     assert info["rule_triggered"] is False and info["rule_tau"] == 1  # Vendi >= 1 always
     assert indices.tolist() == [0, 1, 2]
 
 
 def test_configured_h_overrides_the_example_hops():
     pool = redundant_pool(hops=1)
-    indices, info = RuleDiversifier("rule", 3, h=3).select_with_info(pool)
+    indices, info = RuleDiversifier("rule", 3, h=3).select(pool)
     assert info["rule_triggered"] is True and info["rule_tau"] == 3
     assert RuleDiversifier("rule", 3, h=3).select_indices(pool).tolist() == indices.tolist()
 
 
 def test_the_decision_is_per_question_not_kept_on_the_object():
     rule = RuleDiversifier("rule", 3)
-    first = rule.select_with_info(redundant_pool(hops=2))[1]["rule_triggered"]
-    second = rule.select_with_info(distinct_pool(hops=2))[1]["rule_triggered"]
+    first = rule.select(redundant_pool(hops=2))[1]["rule_triggered"]
+    second = rule.select(distinct_pool(hops=2))[1]["rule_triggered"]
     assert (first, second) == (True, False)
     assert not hasattr(rule, "last_triggered")
 
@@ -85,6 +85,6 @@ def test_rule_rejects_a_mismatched_inner_k_and_bad_h():
 
 def test_tau_uses_the_selection_size_when_the_pool_is_smaller_than_k():
     pool = distinct_pool(hops=5)  # four orthogonal candidates, Vendi 4, k = 6
-    indices, info = RuleDiversifier("rule", 6).select_with_info(pool)
+    indices, info = RuleDiversifier("rule", 6).select(pool)
     assert info["rule_tau"] == 4 and info["rule_triggered"] is False
     assert np.array_equal(indices, [0, 1, 2, 3])

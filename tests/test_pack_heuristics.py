@@ -126,7 +126,7 @@ def test_focused_skips_what_does_not_fit_and_keeps_covering():
     # the all-covering snippet is the first choice but does not fit; the two halves do (4 + 1 + 5 = 10),
     # and the filler (3 tokens + separator) no longer fits in the 2 tokens left
     assert [s.cand_id for s in context.snippets] == ["d0", "d1"]
-    assert context.extra["skipped_over_budget"] == 2
+    assert context.extra["skipped_snippets"] == 2
     assert context.extra["covered_terms"] == ["acme", "company", "founded", "paris"]
 
 

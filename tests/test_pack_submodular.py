@@ -111,7 +111,7 @@ def test_vectorised_greedy_matches_plain_loop_reference(seed):
         bench.reference_inputs(request, packer), request.costs.tolist(), request.budget, packer.max_snippets
     )
     assert chosen == expected
-    assert extra["fallback_used"] == fallback
+    assert extra["singleton_fallback"] == fallback
     reference_value = bench.reference_objective(bench.reference_inputs(request, packer), chosen)
     assert extra["objective"] == pytest.approx(reference_value, abs=1e-9)
 
@@ -173,7 +173,7 @@ def test_singleton_fallback_beats_many_cheap_poor_snippets():
     context = packer.pack(request)
     # A cheap snippet gains 0.4 * 0.3 / (0.3 * 31) = 0.4 / 31 per token; the expensive one
     # (1 + 0.5 + 0.4 / 31 + 0.3) / 200 per token, so the greedy fills up on cheap ones first.
-    assert context.extra["fallback_used"] is True
+    assert context.extra["singleton_fallback"] is True
     assert [s.text for s in context.snippets] == [texts[0]]
     assert context.extra["greedy_objective"] == pytest.approx(n_cheap * 0.4 / 31)
     assert context.extra["objective"] == pytest.approx(1.0 + 0.5 + 0.4 / 31 + 0.3)
@@ -183,7 +183,7 @@ def test_no_fallback_when_greedy_set_is_better():
     texts = ["alpha", "beta", "gamma", "alpha beta gamma " + " ".join(["x"] * 50)]
     request = request_from("alpha beta gamma?", texts, np.eye(4, dtype=np.float32), budget=10)
     context = SubmodularPacker("submod").pack(request)
-    assert context.extra["fallback_used"] is False
+    assert context.extra["singleton_fallback"] is False
     assert sorted(s.text for s in context.snippets) == ["alpha", "beta", "gamma"]
 
 

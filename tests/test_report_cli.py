@@ -73,7 +73,7 @@ def diversity_rows(n_questions: int, diversifier: str, lam: float | None, rho: f
         frame["cfg.diversifier.lambda_"] = lam
     if diversifier == "rule":
         frame["cfg.diversifier.inner.lambda_"] = lam
-        frame["rule_triggered"] = rho > 0
+        frame["diversify.rule_triggered"] = rho > 0
     return frame
 
 

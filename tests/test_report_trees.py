@@ -11,8 +11,9 @@ def rows():
     for tree, layers, seconds in (("raptor", [10, 4, 1], 20.0), ("dtcrs", [10, 1], 5.0)):
         for q, qtype in enumerate(["extractive", "abstractive", "extractive", "yes_no"]):
             records.append({"question_id": f"q{q}", "tree": tree, "policy": f"tree={tree}", "qtype": qtype,
-                            "f1": 0.5 if tree == "dtcrs" else 0.25, "tree_nodes_per_layer": json.dumps(layers),
-                            "tree_summary_nodes": sum(layers[1:]), "tree_build_s": seconds, "tree_cached": False})
+                            "f1": 0.5 if tree == "dtcrs" else 0.25, "tree.nodes_per_layer": json.dumps(layers),
+                            "tree.summary_nodes": sum(layers[1:]), "tree.build_seconds": seconds,
+                            "tree.cached": False})
     return pd.DataFrame(records)
 
 

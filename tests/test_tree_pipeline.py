@@ -39,9 +39,9 @@ def test_tree_nodes_are_packed_whole_within_the_budget(tree, tmp_path):
     tokens = pipeline.reader.token_counter
     summaries_packed = 0
     for item in prepared:
-        info = pipeline.tree.build_info[item.pool.example.question_id]
-        assert info["summary_nodes"] > 0
-        assert len(item.pool.candidates) == len(item.pool.example.documents) + info["summary_nodes"]
+        summary_nodes = item.figures["tree.summary_nodes"]
+        assert summary_nodes > 0
+        assert len(item.pool.candidates) == len(item.pool.example.documents) + summary_nodes
         assert tokens.count(item.context_text) <= 400
         # Whole candidates: every packed snippet is a complete node of the pool.
         texts = {c.cand_id: c.text for c in item.pool.candidates}

@@ -40,8 +40,7 @@ def test_raptor_pool_holds_leaves_and_summaries_ranked_by_cosine():
     pool = make_long_pool()
     lm = FakeChatLM()
     tree = RaptorTree(lm=lm, **SETTINGS)
-    out = tree.expand(pool, services())
-    info = tree.build_info["q1"]
+    out, info = tree.expand(pool, services())
     assert info["nodes_per_layer"][0] == 18 and len(info["nodes_per_layer"]) >= 2
     assert len(out.candidates) == len(pool.candidates) + info["summary_nodes"]
     # Every leaf survives, and summaries are tree:<layer>:<i> with kind summary.
@@ -73,14 +72,14 @@ def test_tree_is_cached_per_document_in_memory_and_on_disk(tmp_path):
     lm = FakeChatLM()
     tree = RaptorTree(lm=lm, cache_dir=tmp_path, **SETTINGS)
     svc = services()
-    first = tree.expand(make_long_pool(qid="q1"), svc)
+    first, first_info = tree.expand(make_long_pool(qid="q1"), svc)
     calls = lm.calls
-    second = tree.expand(make_long_pool(question="Why do cats purr?", qid="q2"), svc)
-    assert lm.calls == calls and tree.build_info["q2"]["cached"] is True
-    assert tree.build_info["q1"]["tree_key"] == tree.build_info["q2"]["tree_key"]
+    second, second_info = tree.expand(make_long_pool(question="Why do cats purr?", qid="q2"), svc)
+    assert lm.calls == calls and first_info["cached"] is False and second_info["cached"] is True
+    assert first_info["cache_key"] == second_info["cache_key"]
     # A new process (fresh tree object, fresh LM) reads the tree from the TextStore.
     other_lm = FakeChatLM()
-    reread = RaptorTree(lm=other_lm, cache_dir=tmp_path, **SETTINGS).expand(make_long_pool(qid="q1"), svc)
+    reread, _ = RaptorTree(lm=other_lm, cache_dir=tmp_path, **SETTINGS).expand(make_long_pool(qid="q1"), svc)
     assert other_lm.calls == 0
     assert [c.cand_id for c in reread.candidates] == [c.cand_id for c in first.candidates]
     assert [c.text for c in reread.candidates] == [c.text for c in first.candidates]
@@ -101,12 +100,12 @@ def test_tiny_documents_build_without_error(n_chunks):
     docs = topic_documents(per_topic=1)[:n_chunks]
     pool = make_long_pool(documents=docs)
     # RAPTOR's stopping rule: a layer of at most reduction_dim + 1 nodes is not clustered.
-    default = RaptorTree(lm=FakeChatLM()).expand(pool, services())
+    default, _ = RaptorTree(lm=FakeChatLM()).expand(pool, services())
     assert [c.cand_id for c in default.candidates] == [c.cand_id for c in pool.candidates]
     # With the rule off, one or two chunks still build: a single root summary over them.
     tree = RaptorTree(lm=FakeChatLM(), min_nodes=0, **SETTINGS)
-    out = tree.expand(pool, services())
-    assert tree.build_info["q1"]["nodes_per_layer"] == [n_chunks, 1]
+    out, info = tree.expand(pool, services())
+    assert info["nodes_per_layer"] == [n_chunks, 1]
     root = next(c for c in out.candidates if c.kind == "summary")
     assert set(root.source_ids) == {d.doc_id for d in docs}
 
@@ -115,16 +114,18 @@ def test_tiny_documents_build_without_error(n_chunks):
 def test_tiny_clusters_build_without_error(n_chunks):
     docs = topic_documents(per_topic=3, seed=1)[:n_chunks]
     tree = RaptorTree(lm=FakeChatLM(), min_nodes=0, reducer="pca", reduction_dim=10, max_cluster_tokens=20)
-    out = tree.expand(make_long_pool(documents=docs), services())
-    layers = tree.build_info["q1"]["nodes_per_layer"]
+    out, info = tree.expand(make_long_pool(documents=docs), services())
+    layers = info["nodes_per_layer"]
     assert layers[0] == n_chunks and len(layers) >= 2
     assert len(out.candidates) == sum(layers)
 
 
 def test_collapsed_tree_retrieval_respects_the_token_cap():
     pool = make_long_pool()
-    expanded = RaptorTree(lm=FakeChatLM(), **SETTINGS).expand(pool, services())
-    selected = NoDiversifier().select(expanded)
+    expanded, _ = RaptorTree(lm=FakeChatLM(), **SETTINGS).expand(pool, services())
+    indices, info = NoDiversifier().select(expanded)
+    assert indices.tolist() == list(range(len(expanded.candidates))) and info == {}
+    selected = expanded.subset(indices)
     tokens = WordTokens()
     snippets = make_snippets(selected, tokens, unit="candidate")
     assert len(snippets) == len(selected.candidates)  # whole nodes, one snippet each
@@ -162,7 +163,7 @@ def test_traversal_matches_a_hand_worked_tree():
 def test_traversal_pool_keeps_only_nodes_on_the_chosen_paths():
     pool = make_long_pool()
     tree = RaptorTree(lm=FakeChatLM(), retrieval="traversal", traversal_top_k=2, **SETTINGS)
-    out = tree.expand(pool, services())
+    out, _ = tree.expand(pool, services())
     built, _, _, _ = tree.build(pool, services())
     chosen = {c.cand_id for c in out.candidates}
     top = len(built.layers) - 1
@@ -190,17 +191,18 @@ def test_dynamic_tree_seeds_the_first_layer_with_subquestion_means():
     encoder = BagOfWordsEncoder()
     tree = DynamicTree(lm=lm, **SETTINGS)
     pool = make_long_pool(encoder=encoder)
-    out = tree.expand(pool, services(encoder))
-    info = tree.build_info["q1"]
-    assert info["question_class"] == "abstractive" and info["class_source"] == "lm"
-    assert info["subquestions"] == lm.subquestions and info["subquestion_source"] == "lm"
+    out, info = tree.expand(pool, services(encoder))
+    assert info["question_class"] == "abstractive" and info["class_source"] == "lm" and info["built"] is True
+    assert info["toc"] == lm.toc
+    assert info["sub_questions"] == lm.subquestions and info["sub_question_source"] == "lm"
+    assert not hasattr(tree, "build_info")  # per-question facts travel with the pool, not on the tree
     fit = tree.last_fit
     assert fit.mixture.n_components == 3
     expected = fit.reducer.transform(encoder.encode_queries(lm.subquestions))
     np.testing.assert_allclose(fit.mixture.means_init, expected, atol=1e-6)
     # One first-layer node per sub-question, each about that sub-question's topic.
     assert info["nodes_per_layer"][:2] == [18, 3]
-    built_children = [set(n.children) for n in _first_layer(tree, pool)]
+    built_children = [set(n.children) for n in _first_layer(tree, info)]
     for component, topic_block in zip(fit.components, ([0, 6], [6, 12], [12, 18])):
         assert set(range(*topic_block)) <= built_children[fit.components.index(component)]
     assert info["build_seconds"] > 0 and info["timings"]["toc_seconds"] >= 0
@@ -209,8 +211,8 @@ def test_dynamic_tree_seeds_the_first_layer_with_subquestion_means():
     assert any(p.startswith("Table of contents of a document:\n1. Cats") for p in lm.prompts)
 
 
-def _first_layer(tree, pool):
-    record = tree.cached(tree.build_info[pool.example.question_id]["tree_key"])
+def _first_layer(tree, info):
+    record = tree.cached(info["cache_key"])
     from harness.tree.summary_tree import SummaryTree
 
     return SummaryTree.from_json(record["tree"]).layers[1]
@@ -220,31 +222,31 @@ def test_dynamic_tree_leaves_non_abstractive_questions_alone():
     lm = FakeChatLM(question_class="extractive")
     tree = DynamicTree(lm=lm, **SETTINGS)
     pool = make_long_pool(question="What fuel does the rocket use?")
-    assert tree.expand(pool, services()) is pool
-    info = tree.build_info["q1"]
+    out, info = tree.expand(pool, services())
+    assert out is pool
     assert info["question_class"] == "extractive" and info["built"] is False and info["summary_nodes"] == 0
+    assert info["toc"] == "" and info["sub_questions"] == []
     assert len(lm.prompts) == 1 and lm.prompts[0].startswith("Classify")
 
 
 def test_unparseable_class_falls_back_to_rules_and_gold_mode_reads_the_dataset():
     lm = FakeChatLM(question_class="I am not sure about this one")
     tree = DynamicTree(lm=lm, **SETTINGS)
-    tree.expand(make_long_pool(question="How does a rocket engine produce thrust?"), services())
-    assert tree.build_info["q1"]["question_class"] == "abstractive"
-    assert tree.build_info["q1"]["class_source"] == "rules"
+    _, info = tree.expand(make_long_pool(question="How does a rocket engine produce thrust?"), services())
+    assert info["question_class"] == "abstractive"
+    assert info["class_source"] == "rules"
     gold = DynamicTree(lm=FakeChatLM(), classifier="gold", **SETTINGS)
     pool = make_long_pool(qtype="yes_no")
-    assert gold.expand(pool, services()) is pool
-    assert gold.build_info["q1"]["class_source"] == "gold"
+    out, info = gold.expand(pool, services())
+    assert out is pool and info["class_source"] == "gold" and info["question_class"] == "yes_no"
 
 
 def test_failed_decomposition_seeds_with_the_question_itself():
     lm = FakeChatLM(subquestions=[])
     tree = DynamicTree(lm=lm, **SETTINGS)
-    tree.expand(make_long_pool(), services())
-    info = tree.build_info["q1"]
-    assert info["subquestions"] == ["How does a rocket engine produce thrust?"]
-    assert info["subquestion_source"] == "fallback"
+    _, info = tree.expand(make_long_pool(), services())
+    assert info["sub_questions"] == ["How does a rocket engine produce thrust?"]
+    assert info["sub_question_source"] == "fallback"
     assert info["nodes_per_layer"][1] == 1
 
 
@@ -252,13 +254,15 @@ def test_dynamic_tree_is_cached_per_question():
     lm = FakeChatLM()
     tree = DynamicTree(lm=lm, **SETTINGS)
     svc = services()
-    tree.expand(make_long_pool(qid="q1"), svc)
+    _, first = tree.expand(make_long_pool(qid="q1"), svc)
     prompts = len(lm.prompts)
-    tree.expand(make_long_pool(qid="q1"), svc)
-    assert tree.build_info["q1"]["cached"] is True
+    _, again = tree.expand(make_long_pool(qid="q1"), svc)
+    assert first["cached"] is False and again["cached"] is True
+    # The cached tree reports the facts of its build: the same table of contents and sub-questions.
+    assert (again["toc"], again["sub_questions"]) == (first["toc"], first["sub_questions"])
     assert len(lm.prompts) == prompts + 1  # the classification is asked again (the LM caches it)
-    tree.expand(make_long_pool(question="Why do cats purr so much?", qid="q3"), svc)
-    assert tree.build_info["q3"]["cached"] is False
+    _, other = tree.expand(make_long_pool(question="Why do cats purr so much?", qid="q3"), svc)
+    assert other["cached"] is False
 
 
 def test_dynamic_tree_rejects_bad_settings():
@@ -279,12 +283,11 @@ def test_trees_build_with_the_real_offline_smollm2(tmp_path):
                      torch_threads=1, batch_size=4)
     pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
     raptor = RaptorTree(lm=lm, min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
-    out = raptor.expand(pool, services())
+    out, _ = raptor.expand(pool, services())
     summaries = [c for c in out.candidates if c.kind == "summary"]
     assert summaries and all(c.text.strip() for c in summaries)
     dynamic = DynamicTree(lm=lm, classifier="rules", reducer="pca", reduction_dim=2, min_nodes=0,
                           summary_max_tokens=40, toc_max_tokens=60, decompose_max_tokens=60)
-    dynamic.expand(pool, services())
-    info = dynamic.build_info["q1"]
+    _, info = dynamic.expand(pool, services())
     assert info["question_class"] == "abstractive" and info["toc"]
-    assert 1 <= len(info["subquestions"]) <= 4 and info["nodes_per_layer"][0] == 9
+    assert 1 <= len(info["sub_questions"]) <= 4 and info["nodes_per_layer"][0] == 9

@@ -6,10 +6,17 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from harness.stage import StageInfo
 from harness.types import Pool
 
 
 class Diversifier(ABC):
+    """Chooses k candidates. ``select`` is what the pipeline calls: the chosen indices and what the
+    diversifier reports about this question (row columns ``diversify.<key>``). A diversifier with
+    nothing to report implements ``select_indices`` only; one with per-question facts (the rule's
+    ``rule_triggered``) overrides ``select`` and derives ``select_indices`` from it. The object is
+    shared by every question of a run, so per-question facts are returned, never stored on it."""
+
     def __init__(self, name: str, k: int) -> None:
         if k < 1:
             raise ValueError(f"diversifier {name!r}: k must be >= 1, got {k}")
@@ -20,10 +27,11 @@ class Diversifier(ABC):
     def select_indices(self, pool: Pool) -> np.ndarray:
         """Indices into ``pool.candidates`` of the chosen candidates, in selection order."""
 
-    def select(self, pool: Pool) -> Pool:
+    def select(self, pool: Pool) -> tuple[np.ndarray, StageInfo]:
+        """Indices into ``pool.candidates`` (selection order) and this question's facts."""
         if len(pool.candidates) == 0:
-            return pool
-        return pool.subset(self.select_indices(pool))
+            return np.empty(0, dtype=np.intp), {}
+        return np.asarray(self.select_indices(pool), dtype=np.intp), {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, k={self.k})"

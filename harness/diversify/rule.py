@@ -7,8 +7,8 @@ distinct ones is handed to the configured diversifier D* (MMR by default); any o
 keeps kNN. When the pool holds fewer than k candidates, k in tau is the number actually selected,
 since both branches then return the whole pool.
 
-Whether the rule fired is per question, so it is returned with the selection by
-``select_with_info`` (never kept on the object, which is shared across questions).
+Whether the rule fired is per question, so it is returned with the selection by ``select`` (the
+``diversify.rule_*`` row columns), never kept on the object, which is shared across questions.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from harness.diversify.base import Diversifier
 from harness.diversify.mmr import MMRDiversifier
 from harness.diversify.relevance import knn_order, query_similarity
 from harness.metrics.diversity import vendi_score
+from harness.stage import StageInfo
 from harness.types import Pool
 
 # Vendi equals n exactly for n orthogonal documents, where rounding lands a hair either side of n;
@@ -61,7 +62,7 @@ class RuleDiversifier(Diversifier):
             return self.h
         return _check_h(pool.example.hops, f"question {pool.example.question_id!r} (example.hops)")
 
-    def select_with_info(self, pool: Pool) -> tuple[np.ndarray, dict[str, Any]]:
+    def select(self, pool: Pool) -> tuple[np.ndarray, StageInfo]:
         """The selection and {rule_triggered, rule_vendi, rule_tau} for this question."""
         if not pool.candidates:
             return np.empty(0, dtype=np.intp), {"rule_triggered": False, "rule_vendi": float("nan"), "rule_tau": 0}
@@ -73,7 +74,7 @@ class RuleDiversifier(Diversifier):
         return indices, {"rule_triggered": triggered, "rule_vendi": knn_vendi, "rule_tau": tau}
 
     def select_indices(self, pool: Pool) -> np.ndarray:
-        return self.select_with_info(pool)[0]
+        return self.select(pool)[0]
 
     def __repr__(self) -> str:
         return f"RuleDiversifier(name={self.name!r}, k={self.k}, inner={self.inner!r}, h={self.h})"

@@ -37,7 +37,12 @@ class PackingRequest:
 
 
 class Packer(ABC):
-    """Chooses and orders snippets; always returns the Context the reader will see."""
+    """Chooses and orders snippets; always returns the Context the reader will see.
+
+    ``Context.extra`` is the packer's report on the question (objective value, singleton fallback,
+    skipped snippets, compression ratio): the pipeline writes each key as a ``pack.<key>`` row column.
+    Report the same keys for every question, so the column is filled in every row.
+    """
 
     #: packers whose output is not a subset of the snippets (compression) set this to False
     selects_snippets: bool = True
@@ -50,7 +55,7 @@ class Packer(ABC):
 
     @abstractmethod
     def pack(self, request: PackingRequest) -> Context:
-        ...
+        """The context for this request, its ``extra`` holding the packer's facts about it."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -33,6 +33,7 @@ from typing import Any
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.lexical import content_terms
 from harness.read.tokens import TokenCounter
+from harness.stage import ratio
 from harness.types import Context, Snippet
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,8 @@ class LLMLinguaPacker(Packer):
         extra["original_tokens"] = original_tokens
 
         if not contexts or request.budget <= 0:
-            extra.update(compressed=False, truncated=False)
+            extra.update(target_tokens=[], compressed=False, truncated=False, compressed_tokens=0,
+                         compression_ratio=ratio(original_tokens, 0))
             return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
         if original_tokens <= request.budget:  # nothing to compress: the text already fits
             text, compressed = full_text, False
@@ -244,7 +246,9 @@ class LLMLinguaPacker(Packer):
         if truncated:
             text = request.tokens.truncate(text, request.budget)
             count = request.tokens.count(text)
-        extra.update(compressed=compressed, truncated=truncated, compressed_tokens=count)
+        # LLMLingua's convention: original over compressed tokens (2.0 = half as long; 1.0 = untouched).
+        extra.update(compressed=compressed, truncated=truncated, compressed_tokens=count,
+                     compression_ratio=ratio(original_tokens, count))
         if not text:
             return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
         snippet = Snippet(

@@ -68,7 +68,8 @@ class QueryFocusedPacker(Packer):
         if relevance is None:
             relevance = features.lexical
         if features.n == 0:
-            return [], {"query_terms": sorted(features.query_terms), "covered_terms": [], "skipped_over_budget": 0}
+            return [], {"query_terms": sorted(features.query_terms), "covered_terms": [], "skipped_snippets": 0,
+                        "packed_cost": 0}
         chosen, skipped = focused_greedy(
             features.incidence,
             np.asarray(relevance, dtype=np.float64),
@@ -84,7 +85,7 @@ class QueryFocusedPacker(Packer):
         extra = {
             "query_terms": ordered_terms,
             "covered_terms": [t for t, c in zip(ordered_terms, covered) if c],
-            "skipped_over_budget": skipped,
+            "skipped_snippets": skipped,  # chosen by the greedy but too long for what was left
             "packed_cost": packed_cost(features.costs[chosen]),
         }
         return chosen, extra

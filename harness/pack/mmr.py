@@ -62,7 +62,8 @@ class MMRPacker(Packer):
     def pack(self, request: PackingRequest) -> Context:
         costs = request.costs
         if costs.size == 0:
-            return Context(snippets=[], budget=request.budget, packer=self.name, extra={"mmr_scores": []})
+            return Context(snippets=[], budget=request.budget, packer=self.name,
+                           extra={"mmr_scores": [], "packed_cost": 0})
         embeddings = np.asarray(request.snippet_embeddings, dtype=np.float64)
         relevance = embeddings @ np.asarray(request.query_embedding, dtype=np.float64)
         chosen, scores = mmr_greedy(

@@ -276,17 +276,26 @@ class SubmodularPacker(Packer):
     def select(self, request: PackingRequest, relevance: np.ndarray | None = None) -> tuple[list[int], dict]:
         costs = request.costs
         if costs.size == 0:
-            return [], {"objective": 0.0, "fallback_used": False, "selection_order": []}
+            return [], {
+                "objective": 0.0,
+                **{f"term_{t}": 0.0 for t in TERMS},
+                "greedy_objective": 0.0,
+                "singleton_objective": 0.0,
+                "singleton_fallback": False,
+                "selection_order": [],
+                "packed_cost": 0,
+            }
         objective = self.objective(request, relevance)
         result = cost_scaled_greedy(objective, costs, request.budget, self.max_snippets)
         if not fits(costs[result.chosen], request.budget):  # the greedy only adds addable snippets
             raise RuntimeError(f"packer {self.name!r} chose {result.chosen} over budget {request.budget}")
+        terms = objective.term_values(result.chosen) if result.chosen else {t: 0.0 for t in TERMS}
         extra = {
             "objective": result.value,
-            "terms": objective.term_values(result.chosen) if result.chosen else {t: 0.0 for t in TERMS},
+            **{f"term_{t}": float(terms[t]) for t in TERMS},  # one scalar column per objective term
             "greedy_objective": result.greedy_value,
             "singleton_objective": result.singleton_value,
-            "fallback_used": result.fallback_used,
+            "singleton_fallback": result.fallback_used,
             "selection_order": list(result.chosen),
             "packed_cost": packed_cost(costs[result.chosen]),
         }

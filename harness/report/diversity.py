@@ -68,7 +68,7 @@ def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
         "seed": rows["seed"] if "seed" in rows.columns else 0,
         "value": rows["s_recall"].astype(float),
         "pool_redundancy": rows["pool_redundancy"] if "pool_redundancy" in rows.columns else np.nan,
-        "rule_triggered": rows["rule_triggered"] if "rule_triggered" in rows.columns else np.nan,
+        "rule_triggered": rows["diversify.rule_triggered"] if "diversify.rule_triggered" in rows.columns else np.nan,
     })
     # Selection happens before packing and reading: rows that differ only in budget, packer or reader
     # repeat the same selection, so they collapse to one.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness import signals
 from harness.report.outputs import atomic_write_bytes
+from harness.stage import scalar
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,11 @@ class RowJournal:
 
 
 def normalise_row(row: dict) -> dict:
-    """The JSON round trip of a row, so fresh and journaled rows compare equal (NaN stays NaN)."""
+    """The JSON round trip of a row, so fresh and journaled rows compare equal (NaN stays NaN).
+
+    Every value leaves as a scalar (lists and dicts as JSON strings, ``harness.stage.scalar``), so a
+    journaled row and a Parquet cell hold the same thing; a value of any other type names its column.
+    """
+    flat = {k: scalar(v, f"row column {k!r}") for k, v in row.items()}
     return {k: (float("nan") if isinstance(v, float) and math.isnan(v) else v)
-            for k, v in json.loads(json.dumps(row, default=_json_default, allow_nan=True)).items()}
+            for k, v in json.loads(json.dumps(flat, default=_json_default, allow_nan=True)).items()}

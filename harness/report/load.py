@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.stage import STAGES
 from harness.stats.protocol import format_parameter
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ SETTING_COLUMNS = ("dataset", "budget")
 # Columns that describe the conditions a context policy is evaluated under rather than the policy itself:
 # an oracle picks among context policies for a fixed reader and perturbation, never across them.
 CONDITION_COLUMNS = ("reader", "perturb")
+STAGE_PREFIXES = tuple(f"{stage}." for stage in STAGES)
 CONDITION_CFG_PREFIXES = ("cfg.reader.", "cfg.perturb.", "cfg.prompt.", "cfg.dataset.")
 # Config keys that change how a run executes, never what it computes; they may differ between machines.
 RUNTIME_KEY_PATTERNS = (
@@ -163,7 +165,8 @@ def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.copy()
     for column in rows.columns:
         free_text = column in ("question", "context", "answer", "gold_answers")
-        if not free_text and (column.startswith(("cfg.", "rule_")) or rows[column].dtype == object):
+        # Stage reports (tree.*, diversify.*, pack.*) hold booleans that other runs leave empty.
+        if not free_text and (column.startswith(("cfg.", *STAGE_PREFIXES)) or rows[column].dtype == object):
             rows[column] = _normalise_column(rows[column])
     qid = rows["question_id"].astype(str)
     if "dataset" in rows.columns and rows["dataset"].nunique(dropna=False) > 1:

@@ -35,7 +35,7 @@ SUMMARY_METRICS = [
     "apd",
     "vendi",
     "pool_redundancy",
-    "rule_triggered",
+    "diversify.rule_triggered",
     "context_tokens",
     "prompt_tokens",
 ]

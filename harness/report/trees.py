@@ -34,22 +34,22 @@ def score_by_question_type_table(rows: pd.DataFrame, layout: Layout, options: Op
 
 def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
     """Summary nodes and construction time per question for each tree (building excludes preprocessing)."""
-    if "tree_summary_nodes" not in rows or rows["tree_summary_nodes"].notna().sum() == 0:
+    if "tree.summary_nodes" not in rows or rows["tree.summary_nodes"].notna().sum() == 0:
         return None
-    built = rows[rows["tree_summary_nodes"].notna()]
+    built = rows[rows["tree.summary_nodes"].notna()]
     records = []
     for tree, group in built.groupby("tree"):
-        layers = [json.loads(v) for v in group["tree_nodes_per_layer"].dropna()]
+        layers = [json.loads(v) for v in group["tree.nodes_per_layer"].dropna()]
         depth = max((len(layer) for layer in layers), default=0)
         per_layer = [float(np.mean([layer[i] if i < len(layer) else 0 for layer in layers])) for i in range(depth)]
-        fresh = group[~group["tree_cached"].astype(bool)] if "tree_cached" in group else group
+        fresh = group[~group["tree.cached"].astype(bool)] if "tree.cached" in group else group
         records.append({
             "tree": tree,
             "questions": len(group),
-            "with_summaries": int((group["tree_summary_nodes"] > 0).sum()),
-            "summary_nodes_mean": float(group["tree_summary_nodes"].mean()),
+            "with_summaries": int((group["tree.summary_nodes"] > 0).sum()),
+            "summary_nodes_mean": float(group["tree.summary_nodes"].mean()),
             "nodes_per_layer_mean": json.dumps([round(v, 1) for v in per_layer]),
-            "build_s_mean_fresh": float(fresh["tree_build_s"].mean()) if len(fresh) else float("nan"),
+            "build_s_mean_fresh": float(fresh["tree.build_seconds"].mean()) if len(fresh) else float("nan"),
             "fresh_builds": len(fresh),
         })
     data = pd.DataFrame(records)

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from harness.stage import StageInfo
 from harness.types import Pool
 
 
@@ -20,9 +21,13 @@ class TreeServices:
 
 
 class Tree(ABC):
+    """One tree object serves every question of a run, so it keeps no per-question state: what it
+    learns about a question (class, nodes per layer, build time) is returned with that question's pool."""
+
     def __init__(self, name: str) -> None:
         self.name = name
 
     @abstractmethod
-    def expand(self, pool: Pool, services: TreeServices) -> Pool:
-        """Return the pool the diversifier and packer will see (tree nodes ranked with the rest)."""
+    def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
+        """The pool the diversifier and packer will see (tree nodes ranked with the rest) and this
+        question's build facts, which become the row's ``tree.<key>`` columns (``harness.stage``)."""

@@ -13,9 +13,12 @@
    summarised. Later layers: RAPTOR's BIC-sized clustering and the same stopping rules.
 
 The tree depends on the question, so it is cached per (question, document, settings, LM, encoder,
-seed). ``build_info[question_id]`` records the class, its source, the sub-questions, nodes per layer
-and construction seconds (classification, table of contents and decomposition included; leaf
-embedding excluded). ``last_fit`` keeps the last first-layer fit (reducer, mixture, means_init).
+seed). ``expand`` returns, with each question's pool, the facts that become ``tree.*`` row columns,
+with the same keys whether or not a tree was built, so a reader of the results sees why it was or was
+not: the class and its source, the table of contents, the sub-questions, nodes per layer and
+construction seconds (classification, table of contents and decomposition included; leaf embedding
+excluded). ``last_fit`` keeps the last first-layer fit (reducer, mixture, means_init) for inspection;
+the pipeline never reads it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from harness.cache import stable_hash
+from harness.stage import StageInfo
 from harness.tree.base import TreeServices
 from harness.tree.clustering import SeededFit, seeded_clusters
 from harness.tree.questions import (
@@ -96,9 +100,11 @@ class DynamicTree(RecursiveSummaryTree):
             "decompose_max_tokens": self.decompose_max_tokens,
             "first_layer": self.first_layer_clustering.key(),
             "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
+            # The stored build facts become row columns: a record written with other keys is rebuilt.
+            "info_format": 2,
         }
 
-    def expand(self, pool: Pool, services: TreeServices) -> Pool:
+    def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
         example = pool.example
         lm = self.language_model(services)
         measure = self.measure(services)
@@ -106,24 +112,27 @@ class DynamicTree(RecursiveSummaryTree):
         start = time.perf_counter()
         classification = classify_question(example.question, lm, self.classifier, example.qtype, self.classify_max_tokens)
         classify_seconds = time.perf_counter() - start
-        info: dict[str, Any] = {
-            "tree": self.name,
+        info: StageInfo = {
             "question_class": classification.label,
             "class_source": classification.source,
             "class_raw": classification.raw,
         }
         if classification.label not in self.tree_classes or not example.documents:
-            self.build_info[example.question_id] = {
+            return pool, {
                 **info,
                 "built": False,
-                "subquestions": [],
+                "toc": "",
+                "sub_questions": [],
+                "sub_question_source": "",
+                "first_layer_components": 0,
                 "nodes_per_layer": [len(example.documents)],
                 "summary_nodes": 0,
                 "build_seconds": classify_seconds,
                 "timings": {"classify_seconds": classify_seconds},
+                "empty_summaries": 0,
                 "cached": False,
+                "cache_key": "",
             }
-            return pool
 
         leaves, leaf_embeddings = self.leaves(pool, services)
         key = stable_hash(*self.base_key(leaves, services), example.question, self.question_key(), classification.label)
@@ -131,8 +140,7 @@ class DynamicTree(RecursiveSummaryTree):
         if record is not None:
             tree = SummaryTree.from_json(record["tree"])
             embeddings = [leaf_embeddings] + self.summary_embeddings(key, tree, services)
-            self.build_info[example.question_id] = {**record["info"], **info, "cached": True, "tree_key": key}
-            return self.tree_pool(pool, tree, embeddings)
+            return self.tree_pool(pool, tree, embeddings), {**record["info"], **info, "cached": True, "cache_key": key}
 
         t = time.perf_counter()
         document = measure.truncate("\n".join(n.text for n in leaves), self.toc_input_tokens)
@@ -167,8 +175,8 @@ class DynamicTree(RecursiveSummaryTree):
         built = {
             "built": True,
             "toc": toc,
-            "subquestions": subquestions,
-            "subquestion_source": sub_source,
+            "sub_questions": subquestions,
+            "sub_question_source": sub_source,
             "first_layer_components": len(self.last_fit.components) if self.last_fit is not None else 0,
             "nodes_per_layer": tree.nodes_per_layer(),
             "summary_nodes": len(tree.summary_nodes()),
@@ -177,5 +185,4 @@ class DynamicTree(RecursiveSummaryTree):
             "empty_summaries": tree.empty_summaries,
         }
         self.store(key, {"tree": tree.to_json(), "info": built}, embeddings)
-        self.build_info[example.question_id] = {**info, **built, "cached": False, "tree_key": key}
-        return self.tree_pool(pool, tree, embeddings)
+        return self.tree_pool(pool, tree, embeddings), {**info, **built, "cached": False, "cache_key": key}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.stage import StageInfo
 from harness.tree.base import Tree, TreeServices
 from harness.types import Pool
 
@@ -10,5 +11,5 @@ class NoTree(Tree):
     def __init__(self, name: str = "none") -> None:
         super().__init__(name)
 
-    def expand(self, pool: Pool, services: TreeServices) -> Pool:
-        return pool
+    def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
+        return pool, {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from harness.cache import stable_hash
+from harness.stage import StageInfo
 from harness.tree.base import TreeServices
 from harness.tree.recursive import RecursiveSummaryTree
 from harness.tree.summary_tree import SummaryTree
@@ -34,18 +35,17 @@ class RaptorTree(RecursiveSummaryTree):
         self.store(key, {"tree": tree.to_json()}, embeddings)
         return tree, embeddings, False, key
 
-    def expand(self, pool: Pool, services: TreeServices) -> Pool:
+    def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
         start = time.perf_counter()
         tree, embeddings, from_cache, key = self.build(pool, services)
-        self.build_info[pool.example.question_id] = {
-            "tree": self.name,
+        info = {
             "nodes_per_layer": tree.nodes_per_layer(),
             "summary_nodes": len(tree.summary_nodes()),
             "build_seconds": tree.build_seconds,
             "timings": dict(tree.timings),
             "empty_summaries": tree.empty_summaries,
             "cached": from_cache,
-            "tree_key": key,
+            "cache_key": key,
             "expand_seconds": time.perf_counter() - start,
         }
-        return self.tree_pool(pool, tree, embeddings)
+        return self.tree_pool(pool, tree, embeddings), info

@@ -1,0 +1,271 @@
+"""Every stage's report reaches the row: ``tree.*``, ``diversify.*`` and ``pack.*`` columns and
+``trimmed_snippets``, through one contract (``harness.stage``), from real pipeline runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from harness.pack.budget import packed_cost
+from harness.pipeline import fit_to_budget, run
+from harness.read.tokens import TokenCounter
+from harness.report.journal import normalise_row
+from harness.stage import scalar, stage_columns
+from harness.types import Context, Snippet
+from tests.conftest import REPO
+from tests.test_tree_fakes import FakeChatLM
+
+DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
+BUDGET = 96
+
+
+# ---- the scalar convention -------------------------------------------------------------------------
+
+
+def test_stage_columns_are_namespaced_scalars():
+    info = {
+        "flag": np.bool_(True),
+        "count": np.int64(3),
+        "value": np.float32(0.5),
+        "layers": [6, 2, np.int64(1)],
+        "timings": {"toc": 0.25},
+        "order": np.array([2, 0]),
+        "label": "abstractive",
+        "nothing": None,
+    }
+    columns = stage_columns("tree", info)
+    assert columns == {
+        "tree.flag": True,
+        "tree.count": 3,
+        "tree.value": 0.5,
+        "tree.layers": "[6, 2, 1]",
+        "tree.timings": '{"toc": 0.25}',
+        "tree.order": "[2, 0]",
+        "tree.label": "abstractive",
+        "tree.nothing": None,
+    }
+    assert type(columns["tree.flag"]) is bool and type(columns["tree.count"]) is int
+    assert stage_columns("pack", {}) == {}
+
+
+def test_a_value_that_is_not_a_scalar_or_container_names_its_stage_and_key():
+    with pytest.raises(TypeError, match=r"stage 'pack', key 'fit'.*object"):
+        stage_columns("pack", {"fit": object()})
+    with pytest.raises(TypeError, match=r"stage 'diversify', key 'bad'"):
+        stage_columns("diversify", {"bad": [object()]})
+    with pytest.raises(ValueError, match="unknown stage 'read'"):
+        stage_columns("read", {})
+    with pytest.raises(TypeError, match="expected a dict"):
+        stage_columns("tree", [("a", 1)])
+
+
+def test_the_journal_keeps_json_strings_and_flattens_containers():
+    row = normalise_row({"question_id": "q", "tree.sub_questions": '["a?", "b?"]', "pack.scores": [0.5, float("nan")],
+                         "pack.ratio": float("nan")})
+    assert row["tree.sub_questions"] == '["a?", "b?"]'
+    assert row["pack.scores"] == "[0.5, NaN]" and json.loads(row["pack.scores"])[0] == 0.5
+    assert math.isnan(row["pack.ratio"])
+    with pytest.raises(TypeError, match="row column 'pack.model'"):
+        normalise_row({"question_id": "q", "pack.model": object()})
+    assert scalar((1, 2)) == "[1, 2]"
+
+
+# ---- fit_to_budget -----------------------------------------------------------------------------------
+
+
+def prefix_space_tokens() -> TokenCounter:
+    """A SentencePiece-style BPE tokenizer (Metaspace, prefix space on the first word only, as Llama's).
+
+    Each word alone is one token (``▁bread``); after a newline it has no ``▁`` and falls apart into
+    characters, so the rendered context costs more than its snippets plus separators.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ("bread", "jam", "tea")
+    vocab: dict[str, int] = {}
+    merges: list[tuple[str, str]] = []
+    for symbol in ["\n", "▁", *sorted({c for w in words for c in w})]:
+        vocab.setdefault(symbol, len(vocab))
+    for word in words:
+        piece = "▁"
+        for char in word:
+            merges.append((piece, char))
+            piece += char
+            vocab.setdefault(piece, len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=tokenizer), name="prefix-space-bpe")
+
+
+def test_fit_to_budget_counts_the_snippets_it_drops_when_tokens_change_across_a_boundary():
+    tokens = prefix_space_tokens()
+    # By hand: each word alone is 1 token; after "\n": jam -> j a m (3), tea -> t e a (3), bread -> 5.
+    assert [tokens.count(w) for w in ("bread", "jam", "tea")] == [1, 1, 1]
+    assert tokens.count("bread\njam") == 1 + 1 + 3
+    assert tokens.count("bread\njam\ntea") == 1 + 1 + 3 + 1 + 3
+    assert tokens.count("bread\njam\ntea\nbread") == 1 + 1 + 3 + 1 + 3 + 1 + 5
+    snippets = [Snippet(text=w, cand_id=f"c{i}", source_ids=(f"d{i}",), tokens=1, rank=i)
+                for i, w in enumerate(("bread", "jam", "tea", "bread"))]
+    budget = packed_cost([s.tokens for s in snippets])  # 4 + 3 separators = 7: every packer accepts it
+    assert budget == 7
+
+    context, text, count, trimmed = fit_to_budget(Context(list(snippets), budget, "test"), tokens, budget)
+    # 15 > 7: drop the last "bread"; 9 > 7: drop "tea"; 5 <= 7: keep "bread\njam".
+    assert trimmed == 2 and len(snippets) - len(context.snippets) == trimmed
+    assert text == "bread\njam" and count == 5 == context.tokens
+
+    for limit, expected in ((15, 0), (9, 1), (1, 3), (0, 4)):
+        kept, _, _, dropped = fit_to_budget(Context(list(snippets), limit, "test"), tokens, limit)
+        assert (dropped, len(kept.snippets)) == (expected, 4 - expected)
+    unbounded = fit_to_budget(Context(list(snippets), None, "none"), tokens, None)
+    assert unbounded[3] == 0 and unbounded[2] == 15
+
+
+# ---- real pipeline runs on the demo dataset ------------------------------------------------------------
+
+
+def compose_cfg(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=["logger=none", "read=false", *overrides])
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One cache for the module: the demo pools and embeddings are computed once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def tiny_llmlingua2_model(tmp_path_factory) -> str:
+    """A random one-layer BERT token classifier (plumbing only: its choices are noise, not LLMLingua-2's),
+    in a folder whose name carries a backbone llmlingua accepts."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification, BertTokenizer
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-bert-base-multilingual-cased"
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", DEMO.read_text(encoding="utf-8").lower())))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=512, num_labels=2)
+    BertForTokenClassification(config).save_pretrained(folder)
+    return str(folder)
+
+
+FOCUSED_KEYS = {"query_terms", "covered_terms", "skipped_snippets", "packed_cost"}
+SUBMOD_KEYS = {"objective", "term_rel", "term_qry", "term_cov", "term_div", "greedy_objective",
+               "singleton_objective", "singleton_fallback", "selection_order", "packed_cost"}
+CLAIM_KEYS = {"claims", "merged_snippets", "claim_edges", "question_entities"}
+PACK_KEYS = {
+    "none": set(),
+    "packed": {"misfit", "packed_cost", "fragment_tokens"},
+    "focused": FOCUSED_KEYS,
+    "mmr": {"mmr_scores", "packed_cost"},
+    "submod": SUBMOD_KEYS,
+    "ace_focused": FOCUSED_KEYS | CLAIM_KEYS,
+    "ace_submod": SUBMOD_KEYS | CLAIM_KEYS,
+    "llmlingua": {"method", "model", "original_tokens", "target_tokens", "compressed", "truncated",
+                  "compressed_tokens", "compression_ratio"},
+}
+
+
+def check_packer_facts(packer: str, row: pd.Series) -> None:
+    """What each packer's facts must say about its own context, worked out from the other columns."""
+    packed = row["n_snippets"] + row["trimmed_snippets"]  # snippets the packer placed
+    if packer != "none" and packer != "llmlingua":
+        assert row["pack.packed_cost"] <= BUDGET
+        assert row["context_tokens"] <= BUDGET
+    if packer == "mmr":
+        assert len(json.loads(row["pack.mmr_scores"])) == packed
+    if packer in ("submod", "ace_submod"):
+        assert len(json.loads(row["pack.selection_order"])) == packed
+        greedy, singleton = row["pack.greedy_objective"], row["pack.singleton_objective"]
+        assert row["pack.objective"] == pytest.approx(max(greedy, singleton), abs=1e-12)
+        assert row["pack.singleton_fallback"] == (singleton > greedy + 1e-12)
+        terms = sum(row[f"pack.term_{t}"] for t in ("rel", "qry", "cov", "div"))
+        assert terms == pytest.approx(row["pack.objective"], abs=1e-9)
+    if packer in ("focused", "ace_focused"):
+        assert set(json.loads(row["pack.covered_terms"])) <= set(json.loads(row["pack.query_terms"]))
+        assert row["pack.skipped_snippets"] >= 0
+    if packer.startswith("ace_"):
+        assert row["pack.claims"] + row["pack.merged_snippets"] == row["n_snippets_available"]
+    if packer == "packed":
+        assert row["pack.misfit"] == "truncate_last" and row["pack.fragment_tokens"] >= 0
+    if packer == "llmlingua":
+        assert row["pack.method"] == "llmlingua-2"
+        assert row["pack.original_tokens"] > BUDGET and bool(row["pack.compressed"])  # the demo never fits 96
+        assert row["pack.compressed_tokens"] == row["context_tokens"] <= BUDGET
+        assert row["pack.compression_ratio"] == pytest.approx(row["pack.original_tokens"] / row["pack.compressed_tokens"])
+        assert row["pack.compression_ratio"] > 1.0
+
+
+@pytest.mark.slow  # a real encoder and the reader's tokenizer, one pipeline run per packer
+@pytest.mark.parametrize("packer", list(PACK_KEYS))
+def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_path, tiny_llmlingua2_model):
+    overrides = [f"paths.cache_dir={shared_cache}", f"packer={packer}", f"budget={BUDGET}", "diversifier=rule"]
+    if packer == "llmlingua":
+        # float32: llmlingua 0.2.2 turns LLMLingua-2's token probabilities into NumPy, which has no bfloat16.
+        overrides += ["packer.use_llmlingua2=true", f"packer.model_name={tiny_llmlingua2_model}",
+                      "packer.model_config.torch_dtype=float32"]
+    returned = run(compose_cfg(overrides), tmp_path)
+    rows = pd.read_parquet(tmp_path / "rows.parquet")
+    assert len(rows) == 12
+    pd.testing.assert_frame_equal(rows, returned, check_dtype=False)
+
+    pack_columns = {c for c in rows.columns if c.startswith("pack.")}
+    assert pack_columns == {f"pack.{key}" for key in PACK_KEYS[packer]}
+    assert rows[sorted(pack_columns)].notna().all().all()  # every question reports every key
+    assert (rows["trimmed_snippets"] >= 0).all()
+    for _, row in rows.iterrows():
+        check_packer_facts(packer, row)
+
+    # The rule's facts come through the diversifier's own report: tau = min(h, k), fired iff Vendi < tau.
+    assert (rows["diversify.rule_tau"] == np.minimum(rows["hops"], 5)).all()
+    assert (rows["diversify.rule_triggered"] == (rows["diversify.rule_vendi"] < rows["diversify.rule_tau"])).all()
+    assert not any(c.startswith("tree.") for c in rows.columns)  # tree=none reports nothing
+
+    # The journal holds the same scalars (lists as JSON strings), line for line.
+    journal = [json.loads(line) for line in (tmp_path / "rows.journal.jsonl").read_text().splitlines()]
+    for line in journal:
+        assert all(v is None or isinstance(v, (bool, int, float, str)) for v in line.values())
+    by_id = {line["question_id"]: line for line in journal}
+    for column in sorted(pack_columns):
+        for qid, value in zip(rows["question_id"], rows[column]):
+            assert by_id[qid][column] == value
+
+
+@pytest.mark.slow  # a real encoder; the tree's LM is the fake chat LM
+@pytest.mark.parametrize("question_class", ["abstractive", "extractive"])
+def test_dtcrs_class_toc_and_sub_questions_reach_the_row(question_class, shared_cache, tmp_path):
+    cfg = compose_cfg([f"paths.cache_dir={shared_cache}", "tree=dtcrs", "tree.reducer=pca", "tree.reduction_dim=2",
+                       "tree.min_nodes=0", "packer=focused", f"budget={BUDGET}"])
+    cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM", "question_class": question_class})
+    rows = run(cfg, tmp_path)
+    fake = FakeChatLM()
+    assert len(rows) == 12
+    assert (rows["tree.question_class"] == question_class).all() and (rows["tree.class_source"] == "lm").all()
+    assert not rows.filter(like="diversify.").columns.size  # knn reports nothing
+    for _, row in rows.iterrows():
+        layers = json.loads(row["tree.nodes_per_layer"])
+        assert layers[0] == 6  # the demo's six paragraphs per question
+        assert row["tree.summary_nodes"] == sum(layers[1:])
+        assert row["n_candidates"] == 6 + row["tree.summary_nodes"]
+        if question_class == "abstractive":
+            assert row["tree.built"] and not row["tree.cached"]
+            assert row["tree.toc"] == fake.toc
+            assert json.loads(row["tree.sub_questions"]) == fake.subquestions
+            assert row["tree.sub_question_source"] == "lm"
+            assert row["tree.summary_nodes"] > 0 and 1 <= row["tree.first_layer_components"] <= 3
+        else:  # no tree, and the row says why: the class is not one the tree is built for
+            assert not row["tree.built"]
+            assert row["tree.toc"] == "" and json.loads(row["tree.sub_questions"]) == []
+            assert row["tree.summary_nodes"] == 0
