@@ -103,14 +103,15 @@ def test_report_on_tree_sweep(selection_sweep, tmp_path):
         frame["tree"] = tree
         frame["cfg.tree.name"] = tree
         if nodes is not None:
-            frame["tree_nodes_per_layer"] = json.dumps(nodes)
-            frame["tree_summary_nodes"] = sum(nodes[1:])
-            frame["tree_build_s"] = 1.5
-            frame["tree_cached"] = False
-            frame["question_class"] = "abstractive"
+            frame["tree.nodes_per_layer"] = json.dumps(nodes)
+            frame["tree.summary_nodes"] = sum(nodes[1:])
+            frame["tree.build_seconds"] = 1.5
+            frame["tree.cached"] = False
+            frame["tree.question_class"] = "abstractive"
         frames.append(frame)
     markdown = report_ok(tmp_path, write_jobs(tmp_path / "trees", frames))
     assert "raptor" in markdown and "dtcrs" in markdown
+    assert "Summary trees: nodes and build time" in markdown  # the tree.* columns were read
 
 
 @pytest.mark.slow

@@ -100,8 +100,6 @@ class DynamicTree(RecursiveSummaryTree):
             "decompose_max_tokens": self.decompose_max_tokens,
             "first_layer": self.first_layer_clustering.key(),
             "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
-            # The stored build facts become row columns: a record written with other keys is rebuilt.
-            "info_format": 2,
         }
 
     def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
