@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
 from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
 from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
@@ -191,9 +192,10 @@ class ServerReader:
     # ---- requests -------------------------------------------------------------------------------
 
     def cache_key(self, prompt: str) -> str:
+        # As for the local reader: the request is built by code under read/, so its fingerprint keys the answer.
         if self.endpoint == "chat":
-            return stable_hash(self.reader_id, prompt, self.messages_for(prompt))
-        return stable_hash(self.reader_id, prompt)
+            return stable_hash(self.reader_id, code_fingerprint("read"), prompt, self.messages_for(prompt))
+        return stable_hash(self.reader_id, code_fingerprint("read"), prompt)
 
     def payload(self, prompt: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, self.max_tokens_field: self.max_new_tokens,
