@@ -70,9 +70,17 @@ class ReaderModule(pl.LightningModule):
         add_special_tokens: bool = False,
         placed: bool = False,
         torch_threads: int | None = None,
+        backend=None,
     ) -> None:
         super().__init__()
-        if placed:
+        # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
+        # (the llama.cpp backend); it holds no torch parameters, so Lightning has nothing to place.
+        object.__setattr__(self, "_backend", backend)
+        if backend is not None:
+            if model is not None:
+                raise ValueError("ReaderModule takes a Hugging Face model or a generation backend, not both")
+            placed = False
+        elif placed:
             object.__setattr__(self, "_placed_model", model)
         else:
             self.model = model
@@ -80,8 +88,14 @@ class ReaderModule(pl.LightningModule):
         self.torch_threads = torch_threads
         self.tokenizer = tokenizer
         self.add_special_tokens = add_special_tokens
-        self.is_encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
-        self.generation_config = greedy_generation_config(model, tokenizer, max_new_tokens, num_beams)
+        self.is_encoder_decoder = backend is None and bool(getattr(model.config, "is_encoder_decoder", False))
+        self.generation_config = (
+            None if backend is not None else greedy_generation_config(model, tokenizer, max_new_tokens, num_beams)
+        )
+
+    @property
+    def backend(self):
+        return self._backend
 
     @property
     def generator(self):
@@ -93,6 +107,8 @@ class ReaderModule(pl.LightningModule):
 
     def generate(self, prompts: list[str]) -> list[str]:
         """The raw generated text of each prompt (special tokens removed)."""
+        if self._backend is not None:
+            return self._backend.generate(prompts)
         encoded = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         ).to(self.input_device)

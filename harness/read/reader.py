@@ -15,6 +15,13 @@ from typing import Any
 
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
+from harness.read.llama_cpp import (
+    LlamaCppGenerator,
+    LlamaCppSettings,
+    file_sha256,
+    gguf_quantization,
+    load_gguf_tokenizer,
+)
 from harness.read.loading import (
     QUANTIZATIONS,
     default_device_map,
@@ -22,12 +29,13 @@ from harness.read.loading import (
     load_tokenizer,
     resolve_dtype,
 )
-from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.read.offline_models import DEFAULT_MODELS_DIR, ensure_offline_tokenizer, gguf_path, offline_model_spec
 from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
 from harness.read.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 
+BACKENDS = ("transformers", "llama_cpp")
 TRAINER_KEYS = {"accelerator", "devices", "strategy", "precision", "num_nodes"}
 DEFAULT_TRAINER = {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
 # Lightning loggers that announce the hardware on every Trainer; one line per read call is noise.
@@ -85,10 +93,18 @@ class Reader:
         sort_by_length: bool = True,
         show_progress: bool = True,
         torch_threads: int | None = None,
+        backend: str = "transformers",
+        gguf: str | None = None,
+        tokenizer: str | None = None,
+        llama_cpp: Mapping[str, Any] | None = None,
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"reader {name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
         if offline_model is not None:
             offline_model_spec(offline_model)  # fail on an unknown name now, not at first use
-        elif not pretrained:
+        elif backend == "llama_cpp" and not gguf:
+            raise ValueError(f"reader {name!r}: the llama_cpp backend needs `gguf` (a .gguf path) or `offline_model`")
+        elif backend == "transformers" and not pretrained:
             raise ValueError(f"reader {name!r} needs `pretrained` (hub id or path) or `offline_model`")
         if batch_size < 1:
             raise ValueError(f"reader {name!r}: batch_size must be >= 1, got {batch_size}")
@@ -105,6 +121,19 @@ class Reader:
         unknown = set(trainer) - TRAINER_KEYS
         if unknown:
             raise ValueError(f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}")
+        if backend == "llama_cpp":
+            if gguf and offline_model is not None:
+                raise ValueError(f"reader {name!r}: set `gguf` (a .gguf path) or `offline_model`, not both")
+            if num_beams != 1:
+                raise ValueError(f"reader {name!r}: the llama_cpp backend decodes greedily; num_beams must be 1")
+            if quantization is not None:
+                raise ValueError(f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting; "
+                                 "a llama_cpp reader reads the GGUF's own quantization")
+            if str(trainer.get("devices", 1)) != "1":
+                # The server lives in this process and cannot be pickled into spawned ones.
+                raise ValueError(f"reader {name!r}: the llama_cpp backend runs in one process; "
+                                 "use reader.llama_cpp.n_parallel for parallel decoding, not reader.trainer.devices")
+        llama_settings = LlamaCppSettings.from_mapping(llama_cpp)  # unknown keys fail here, for either backend
 
         self.name = name
         self.pretrained = None if pretrained is None else str(pretrained)
@@ -122,6 +151,11 @@ class Reader:
         self.sort_by_length = sort_by_length
         self.show_progress = show_progress
         self.torch_threads = torch_threads
+        self.backend = backend
+        self.gguf = None if gguf is None else str(gguf)
+        self.tokenizer_path = None if tokenizer is None else str(tokenizer)
+        self.llama_cpp = llama_settings
+        self._gguf_identity: str | None = None
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
         self.generated = 0  # distinct prompts actually run through the model
@@ -135,16 +169,48 @@ class Reader:
     @property
     def model_id(self) -> str:
         """The weights: an offline model by name (the same on every machine), else the hub id or path."""
-        return f"offline:{self.offline_model}" if self.offline_model else str(self.pretrained)
+        if self.offline_model:
+            return f"offline:{self.offline_model}"
+        return f"gguf:{Path(self.gguf).name}" if self.backend == "llama_cpp" else str(self.pretrained)
 
     @property
     def reader_id(self) -> str:
-        """Everything that changes an answer for a given prompt: weights, precision and decoding."""
+        """Everything that changes an answer for a given prompt: weights, precision and decoding.
+        An id without a ``backend=`` field is the transformers backend's (kept as it was, so existing
+        caches stay valid)."""
+        if self.backend == "llama_cpp":
+            # Slots share each forward pass, so the slot count can move last-bit logits: it is part of the id.
+            return (
+                f"{self.model_id}|backend=llama_cpp|{self.gguf_identity}"
+                f"|decode=greedy|max_new_tokens={self.max_new_tokens}|slots={self.llama_cpp.n_parallel}"
+            )
         dtype = str(resolve_dtype(self.dtype)).replace("torch.", "")
         return (
             f"{self.model_id}|dtype={dtype}|quant={self.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
         )
+
+    @property
+    def gguf_file(self) -> Path:
+        """The GGUF a llama_cpp reader runs: ``gguf`` when set, else the offline model's file."""
+        if self.gguf:
+            return Path(self.gguf)
+        return gguf_path(self.offline_model, self.models_dir)
+
+    @property
+    def gguf_identity(self) -> str:
+        """``gguf=<file name>:<sha256>|quant=<format>``. A ladder model's sha256 is the recorded one its
+        assembly was verified against (so the id needs no file); any other GGUF is hashed once per process."""
+        if self._gguf_identity is None:
+            spec = offline_model_spec(self.offline_model) if self.offline_model and not self.gguf else None
+            if spec is not None and spec.sha256:
+                name, sha, quant = spec.gguf_file, spec.sha256, spec.quantization
+            else:
+                path = self.gguf_file
+                name, sha = path.name, file_sha256(path)
+                quant = spec.quantization if spec is not None and spec.quantization else gguf_quantization(path)
+            self._gguf_identity = f"gguf={name}:{sha}|quant={quant}"
+        return self._gguf_identity
 
     def __repr__(self) -> str:
         return f"Reader(name={self.name!r}, id={self.reader_id!r})"
@@ -154,10 +220,22 @@ class Reader:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(
-                self.pretrained, self.trust_remote_code, self.offline_model, self.models_dir
-            )
+            if self.backend == "llama_cpp":
+                self._tokenizer = load_gguf_tokenizer(self._llama_cpp_tokenizer_source())
+            else:
+                self._tokenizer = load_tokenizer(
+                    self.pretrained, self.trust_remote_code, self.offline_model, self.models_dir
+                )
         return self._tokenizer
+
+    def _llama_cpp_tokenizer_source(self) -> str | Path:
+        """``tokenizer`` when set; else the offline model's tokenizer folder (converted from its GGUF
+        once and kept); else the GGUF file itself (read on every load)."""
+        if self.tokenizer_path:
+            return self.tokenizer_path
+        if self.offline_model and not self.gguf:
+            return ensure_offline_tokenizer(self.offline_model, self.models_dir)
+        return self.gguf_file
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -180,6 +258,14 @@ class Reader:
     @property
     def module(self):
         """The ReaderModule, loading the weights on first use."""
+        if self._module is None and self.backend == "llama_cpp":
+            from harness.read.module import ReaderModule
+
+            generator = LlamaCppGenerator(
+                self.gguf_file, self.tokenizer, self.max_new_tokens, self.llama_cpp, self.add_special_tokens
+            )
+            self._module = ReaderModule(None, self.tokenizer, max_new_tokens=self.max_new_tokens,
+                                        add_special_tokens=self.add_special_tokens, backend=generator)
         if self._module is None:
             from harness.read.module import ReaderModule
 
