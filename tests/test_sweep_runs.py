@@ -30,7 +30,10 @@ def test_sweep_with_a_failed_job_exits_non_zero_and_lists_it(tmp_path):
     assert (sweep / "0" / "error.txt").exists() and not (sweep / "0" / "summary.json").exists()
     assert (sweep / "1" / "summary.json").exists() and not (sweep / "1" / "error.txt").exists()
     assert "1 sweep job(s) failed:" in out
-    assert f"job 0: dataset.path={bad}" in out and str(sweep / "0" / "error.txt") in out
+    listed = [line for line in out.splitlines() if line.strip().startswith("job ")]
+    assert len(listed) == 1, out[-3000:]
+    assert listed[0].strip().startswith("job 0: ") and f"dataset.path={bad} " in listed[0]
+    assert listed[0].endswith(str(sweep / "0" / "error.txt"))
 
 
 @pytest.fixture(scope="module")
