@@ -54,7 +54,7 @@ def assert_same_pools(left, right) -> None:
 
 
 def test_pools_round_trip_through_the_data_only_file(tmp_path):
-    examples, pools, retrieval = demo_pools()
+    _, pools, retrieval = demo_pools()
     assert any(c.kind == "copy" for p in pools for c in p.candidates)  # the perturbation really ran
     store = PoolCache(tmp_path)
     path = store.save("k", pools, retrieval)
