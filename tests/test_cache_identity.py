@@ -272,3 +272,47 @@ def test_damaged_values_are_skipped_not_served(tmp_path, caplog):
         assert texts.get_texts(["good", "bad"]) == {"good": {"answer": "a"}}
         assert list(arrays.get_arrays(["good", "bad"])) == ["good"]
     assert "bad" in caplog.text and str(tmp_path / "t.sqlite") in caplog.text
+
+
+KEYS_SCRIPT = """
+import json
+from harness.fingerprint import code_fingerprint
+from harness.read.reader import Reader
+reader = Reader(name="r", offline_model="smollm2")
+print(json.dumps({"response": reader.cache_key("a prompt"), **{s: code_fingerprint(s) for s in ("pools", "tree", "lm", "run")}}))
+"""
+
+
+def test_each_key_follows_the_code_it_depends_on(tmp_path):
+    """Edits in a copied package, keys computed by a fresh interpreter on the copy each time."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(REPO / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def keys() -> dict[str, str]:
+        out = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def edit(module: str) -> dict[str, str]:
+        with open(tmp_path / "harness" / module, "a") as handle:
+            handle.write("\n# edited\n")
+        return keys()
+
+    def changed(before: dict, after: dict) -> set[str]:
+        return {name for name in before if before[name] != after[name]}
+
+    base = keys()
+    after_report = edit("report/tables.py")
+    assert changed(base, after_report) == set()
+    after_retrieval = edit("retrieve/dense.py")
+    # Answers depend on generation code only; trees embed leaves through the retriever's document view.
+    assert changed(after_report, after_retrieval) == {"pools", "tree", "run"}
+    after_generation = edit("read/loading.py")  # model loading, shared by the reader and the local LM
+    assert changed(after_retrieval, after_generation) == {"response", "lm", "tree", "run"}
+    after_packer = edit("pack/submodular.py")
+    assert changed(after_generation, after_packer) == {"run"}
