@@ -213,9 +213,9 @@ def check_packer_facts(packer: str, row: pd.Series) -> None:
 def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_path, tiny_llmlingua2_model):
     overrides = [f"paths.cache_dir={shared_cache}", f"packer={packer}", f"budget={BUDGET}", "diversifier=rule"]
     if packer == "llmlingua":
-        # float32: llmlingua 0.2.2 turns LLMLingua-2's token probabilities into NumPy, which has no bfloat16.
-        overrides += ["packer.use_llmlingua2=true", f"packer.model_name={tiny_llmlingua2_model}",
-                      "packer.model_config.torch_dtype=float32"]
+        # The default model_config (float32) must work for LLMLingua-2: llmlingua 0.2.2 turns its token
+        # probabilities into NumPy, which has no bfloat16.
+        overrides += ["packer.use_llmlingua2=true", f"packer.model_name={tiny_llmlingua2_model}"]
     returned = run(compose_cfg(overrides), tmp_path)
     rows = pd.read_parquet(tmp_path / "rows.parquet")
     assert len(rows) == 12
