@@ -89,8 +89,9 @@ class KeyValueStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
         conn.commit()
-        # Reads the key index: most damage shows here, before any value is trusted.
-        conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()
+        # Reads the schema page: a file that is not a database fails here. Damage deeper in the file shows
+        # on the lookup that reaches it (scanning the whole index at every start would be slow on big caches).
+        conn.execute("SELECT name FROM sqlite_master").fetchall()
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -180,33 +181,56 @@ class KeyValueStore:
                 self._conn = None
 
 
-class ArrayStore(KeyValueStore):
+class _CheckedStore(KeyValueStore):
+    """Values carry a 16-byte BLAKE2b digest of their payload, so a damaged value (a flipped byte that
+    SQLite itself does not notice) is detected, logged and recomputed instead of served."""
+
+    _DIGEST = 16
+
+    def _seal(self, payload: bytes) -> bytes:
+        return payload + hashlib.blake2b(payload, digest_size=self._DIGEST).digest()
+
+    def _opened(self, keys: Iterable[str], what: str) -> dict[str, bytes]:
+        found, damaged = {}, []
+        for key, value in self.get_many(keys).items():
+            payload, digest = bytes(value[: -self._DIGEST]), bytes(value[-self._DIGEST :])
+            if len(value) <= self._DIGEST or hashlib.blake2b(payload, digest_size=self._DIGEST).digest() != digest:
+                damaged.append(key)
+            else:
+                found[key] = payload
+        if damaged:
+            log.warning("cache file %s: %d %s entries fail their checksum (first: %s); recomputing them",
+                        self.path, len(damaged), what, damaged[0])
+        return found
+
+
+class ArrayStore(_CheckedStore):
     """float32 vectors keyed by hash (the embedding cache)."""
 
     def get_arrays(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
         found = {}
-        for k, v in self.get_many(keys).items():
-            if not isinstance(v, bytes) or not v or len(v) % 4:
-                log.warning("cache file %s: entry %s is not a float32 vector; recomputing it", self.path, k)
+        for key, payload in self._opened(keys, "vector").items():
+            if not payload or len(payload) % 4:
+                log.warning("cache file %s: entry %s is not a float32 vector; recomputing it", self.path, key)
                 continue
-            found[k] = np.frombuffer(v, dtype=np.float32)
+            found[key] = np.frombuffer(payload, dtype=np.float32)
         return found
 
     def put_arrays(self, items: dict[str, np.ndarray]) -> None:
-        self.put_many({k: np.ascontiguousarray(v, dtype=np.float32).tobytes() for k, v in items.items()})
+        self.put_many({k: self._seal(np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()})
 
 
-class TextStore(KeyValueStore):
+class TextStore(_CheckedStore):
     """JSON values keyed by hash (the reader-response and LM-call cache)."""
 
     def get_texts(self, keys: Iterable[str]) -> dict[str, object]:
         found = {}
-        for k, v in self.get_many(keys).items():
+        for key, payload in self._opened(keys, "JSON").items():
             try:
-                found[k] = json.loads(v)
-            except (TypeError, ValueError) as exc:  # ValueError covers bad JSON and bad UTF-8
-                log.warning("cache file %s: entry %s is not valid JSON (%s); recomputing it", self.path, k, exc)
+                found[key] = json.loads(payload)
+            except ValueError as exc:  # bad JSON or bad UTF-8 under a valid checksum: written damaged
+                log.warning("cache file %s: entry %s is not valid JSON (%s); recomputing it", self.path, key, exc)
         return found
 
     def put_texts(self, items: dict[str, object]) -> None:
-        self.put_many({k: json.dumps(v, ensure_ascii=False).encode("utf-8") for k, v in items.items()})
+        self.put_many({k: self._seal(json.dumps(v, ensure_ascii=False).encode("utf-8")) for k, v in items.items()})

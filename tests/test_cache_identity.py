@@ -263,15 +263,25 @@ def test_a_healthy_store_is_not_touched(tmp_path):
     assert not list(tmp_path.glob("*.corrupt-*"))
 
 
+def flip_byte(store, key: str, position: int = 3) -> None:
+    value = bytearray(store.get_many([key])[key])
+    value[position] ^= 0x01
+    store.put_many({key: bytes(value)})
+
+
 def test_damaged_values_are_skipped_not_served(tmp_path, caplog):
     texts = TextStore(tmp_path / "t.sqlite", table="t")
-    texts.put_many({"good": b'{"answer": "a"}', "bad": b"\xff\xfe not json"})
+    texts.put_texts({"good": {"answer": "Paris"}, "flipped": {"answer": "Paris"}})
+    flip_byte(texts, "flipped", position=13)  # '"answer": "Paris"' -> '"answer": "Qaris"': still valid JSON
     arrays = ArrayStore(tmp_path / "a.sqlite", table="a")
-    arrays.put_many({"good": np.ones(4, np.float32).tobytes(), "bad": b"\x00\x01\x02"})
+    arrays.put_arrays({"good": np.ones(4, np.float32), "flipped": np.ones(4, np.float32)})
+    flip_byte(arrays, "flipped")  # a float that is still a float, only wrong
     with caplog.at_level(logging.WARNING):
-        assert texts.get_texts(["good", "bad"]) == {"good": {"answer": "a"}}
-        assert list(arrays.get_arrays(["good", "bad"])) == ["good"]
-    assert "bad" in caplog.text and str(tmp_path / "t.sqlite") in caplog.text
+        assert texts.get_texts(["good", "flipped"]) == {"good": {"answer": "Paris"}}
+        found = arrays.get_arrays(["good", "flipped"])
+    assert list(found) == ["good"] and np.array_equal(found["good"], np.ones(4, np.float32))
+    assert str(tmp_path / "t.sqlite") in caplog.text and str(tmp_path / "a.sqlite") in caplog.text
+    assert "flipped" in caplog.text
 
 
 KEYS_SCRIPT = """
