@@ -95,6 +95,7 @@ class Pipeline:
         self.packer = instantiate(cfg.packer)
         self.reader = instantiate(cfg.reader)
         self.timings: dict[str, float] = {}
+        self.raw_answers: dict[str, str] = {}
 
     def _timed(self, stage: str, start: float) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
@@ -199,9 +200,15 @@ class Pipeline:
 
     def read(self, prepared: list[Prepared]) -> list[str]:
         start = time.perf_counter()
-        answers = self.reader.answer([p.prompt for p in prepared])
+        prompts = [p.prompt for p in prepared]
+        if hasattr(self.reader, "responses"):
+            responses = self.reader.responses(prompts)
+        else:
+            responses = [{"answer": a, "raw": a} for a in self.reader.answer(prompts)]
+        # The whole generation goes into the row next to the extracted answer (only this chunk's prompts).
+        self.raw_answers = {prompt: r["raw"] for prompt, r in zip(prompts, responses)}
         self._timed("read", start)
-        return answers
+        return [r["answer"] for r in responses]
 
     def row(self, item: Prepared, answer: str | None, choices: dict[str, str], config_columns: dict[str, Any]) -> dict:
         """One question's row: the question, the run's components, the answer and its scores, the
@@ -245,6 +252,7 @@ class Pipeline:
         ex = item.pool.example
         return {
             "answer": answer,
+            "raw_answer": None if answer is None else self.raw_answers.get(item.prompt, answer),
             "em": float("nan") if answer is None else exact_match(answer, ex.answers),
             "f1": float("nan") if answer is None else f1_score(answer, ex.answers),
             **({} if answer is None else dataset_scores(answer, ex)),

@@ -13,11 +13,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness.pipeline import Pipeline
+from harness.read.answers import extract_answer
 from tests.conftest import REPO, SHARED_DATA
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 ROW_COLUMNS = [
-    "question_id", "tree", "diversifier", "packer", "budget", "seed", "reader", "answer", "em", "f1",
+    "question_id", "tree", "diversifier", "packer", "budget", "seed", "reader", "answer", "raw_answer", "em", "f1",
     "answer_in_context", "answer_in_context_graded", "gold_doc_coverage", "all_gold_in_reader",
     "gold_token_density", "recall_at_k", "all_gold_at_k", "context_tokens", "prompt_tokens",
 ]
@@ -62,6 +63,7 @@ def test_cli_run_writes_every_row_field_and_skips_a_finished_run(tmp_path):
     assert set(ROW_COLUMNS) <= set(rows.columns)
     assert (rows["context_tokens"] <= 96).all()
     assert rows["answer"].str.len().gt(0).all()
+    assert [extract_answer(raw) for raw in rows["raw_answer"]] == rows["answer"].tolist()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_questions"] == 4 and "f1" in summary["metrics"]
     assert summary["counters"]["reader_prompts_generated"] == 4

@@ -58,7 +58,9 @@ def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_pat
 def test_published_settings(tmp_path):
     readers = {name: instantiate(minimal_cfg(name, tmp_path).reader) for name in READER_CONFIGS}
     default = readers["smollm2_135m"]
-    assert (default.batch_size, default.max_new_tokens, default.dtype) == (8, 24, "bfloat16")
+    # float32 on CPU: batch-invariant answers, so the batch size stays out of the reader id.
+    assert (default.batch_size, default.max_new_tokens, default.dtype) == (8, 24, "float32")
+    assert default.batch_invariant and "batch=" not in default.reader_id
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
     assert default.torch_threads == 1
     assert default.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")

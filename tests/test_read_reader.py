@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cache import TextStore
+from harness.read.answers import extract_answer
 from harness.read.offline_models import ensure_offline_model
 from harness.read.reader import Reader
 
@@ -109,16 +110,19 @@ def test_bfloat16_reader_answers_a_batch(smollm2_folder, prompts):
     reader = make_reader(smollm2_folder, None, batch_size=2, dtype="bfloat16", max_new_tokens=8)
     answers = reader.answer(prompts)
     assert len(answers) == 2 and all(isinstance(a, str) and a for a in answers)
-    assert reader.reader_id == "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8"
+    # bf16 answers depend on the batch they were read in, so the batch size is part of the identity.
+    assert reader.reader_id == "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8|batch=2"
 
 
-def test_predict_step_returns_keyed_first_line_answers(smollm2_folder, prompts):
+def test_predict_step_returns_keyed_extracted_answers(smollm2_folder, prompts):
     reader = make_reader(smollm2_folder, None, batch_size=2, max_new_tokens=6)
     rows = reader.module.predict_step({"keys": ["a", "b"], "prompts": prompts}, 0)
     assert [r["prompt_key"] for r in rows] == ["a", "b"]
     for row in rows:
         assert row["answer"] and "\n" not in row["answer"] and row["answer"] == row["answer"].strip()
-        assert row["answer"] in row["raw"]
+        assert row["answer"] == extract_answer(row["raw"]) and row["answer"] in row["raw"]
+    # The empty batches that pad a multi-process read generate nothing.
+    assert reader.module.predict_step({"keys": [], "prompts": []}, 1) == []
 
 
 def test_token_counter_and_tokenizer_load_without_the_model(smollm2_folder):

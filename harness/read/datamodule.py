@@ -32,10 +32,20 @@ def length_sorted_batches(
     batch_size: int,
     lengths: Sequence[int] | None = None,
     sort_by_length: bool = True,
+    replicas: int = 1,
 ) -> list[dict[str, list[str]]]:
-    """Batches of ``{"keys", "prompts"}``; longest prompts first, so memory trouble shows at once."""
+    """Batches of ``{"keys", "prompts"}``; longest prompts first, so memory trouble shows at once.
+
+    With ``replicas`` processes sharing the batches (Lightning hands batch ``i`` to rank
+    ``i % replicas`` and asserts every rank gets at least one), a read too small to give each
+    process a full batch is split into smaller batches, and the list is padded with empty batches
+    to a multiple of ``replicas``. Empty batches generate nothing, so no prompt is ever answered
+    twice or written to the cache by two processes.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if replicas < 1:
+        raise ValueError(f"replicas must be >= 1, got {replicas}")
     if len(prompts) != len(keys):
         raise ValueError(f"{len(prompts)} prompts but {len(keys)} keys")
     if lengths is None:
@@ -45,10 +55,14 @@ def length_sorted_batches(
     order = np.arange(len(prompts))
     if sort_by_length:
         order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    if replicas > 1 and len(prompts):
+        batch_size = min(batch_size, -(-len(prompts) // replicas))
     batches = []
     for start in range(0, len(order), batch_size):
         chosen = order[start : start + batch_size]
         batches.append({"keys": [keys[i] for i in chosen], "prompts": [prompts[i] for i in chosen]})
+    while replicas > 1 and len(batches) % replicas:
+        batches.append({"keys": [], "prompts": []})
     return batches
 
 
@@ -62,6 +76,7 @@ class PromptDataModule(pl.LightningDataModule):
         batch_size: int = 8,
         lengths: Sequence[int] | None = None,
         sort_by_length: bool = True,
+        replicas: int = 1,
     ) -> None:
         super().__init__()
         self.prompts = list(prompts)
@@ -69,11 +84,12 @@ class PromptDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.lengths = None if lengths is None else list(lengths)
         self.sort_by_length = sort_by_length
+        self.replicas = replicas
         self.batches: list[dict[str, list[str]]] = []
 
     def setup(self, stage: str | None = None) -> None:
         self.batches = length_sorted_batches(
-            self.prompts, self.keys, self.batch_size, self.lengths, self.sort_by_length
+            self.prompts, self.keys, self.batch_size, self.lengths, self.sort_by_length, self.replicas
         )
 
     def predict_dataloader(self) -> DataLoader:

@@ -8,6 +8,8 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from harness.read.answers import extract_answer
+
 
 @contextmanager
 def limited_torch_threads(count: int | None):
@@ -25,11 +27,8 @@ def limited_torch_threads(count: int | None):
 
 
 def clean_answer(text: str) -> str:
-    """The first non-empty line, stripped: a short answer, without any trailing explanation."""
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+    """The short answer in a generation (kept under this name for existing callers)."""
+    return extract_answer(text)
 
 
 def greedy_generation_config(model, tokenizer, max_new_tokens: int, num_beams: int = 1):
@@ -55,7 +54,8 @@ def greedy_generation_config(model, tokenizer, max_new_tokens: int, num_beams: i
 
 class ReaderModule(pl.LightningModule):
     """Wraps a Hugging Face generator; ``predict_step`` returns ``[{prompt_key, answer, raw}]``
-    (``raw`` is the whole generated text, ``answer`` its first non-empty line).
+    (``raw`` is the whole generated text, ``answer`` the short answer extracted from it by
+    ``harness.read.answers.extract_answer``).
 
     A model placed at load time (a device map, bitsandbytes weights) is kept out of the module's
     children, so Lightning never tries to move it; a plain model is a child that Lightning places.
@@ -119,9 +119,11 @@ class ReaderModule(pl.LightningModule):
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
 
     def predict_step(self, batch: dict[str, list[str]], batch_idx: int = 0, dataloader_idx: int = 0) -> list[dict[str, Any]]:
+        if not batch["prompts"]:  # padding that gives every process of a multi-process read a batch
+            return []
         texts = self.generate(batch["prompts"])
         return [
-            {"prompt_key": k, "answer": clean_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)
+            {"prompt_key": k, "answer": extract_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)
         ]
 
 

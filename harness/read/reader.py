@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
+from harness.read.answers import extract_answer
 from harness.read.llama_cpp import (
     LlamaCppGenerator,
     LlamaCppSettings,
@@ -71,6 +72,48 @@ def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTem
     raise TypeError(f"prompt must be a PromptTemplate or a mapping, got {type(prompt).__name__}")
 
 
+def _process_count(trainer: Mapping[str, Any]) -> int | None:
+    """Processes the trainer settings ask for, when they say (devices ``-1``/``auto`` leave it to Lightning)."""
+    devices = trainer.get("devices", 1)
+    if isinstance(devices, Sequence) and not isinstance(devices, str):
+        count = len(devices)
+    elif str(devices).strip().lstrip("-").isdigit() and int(devices) > 0:
+        count = int(devices)
+    else:
+        return None
+    return count * int(trainer.get("num_nodes", 1) or 1)
+
+
+def _spawns_its_processes(strategy: str) -> bool:
+    return strategy == "auto" or "spawn" in strategy or "fork" in strategy or strategy == "ddp_notebook"
+
+
+def _refuse_strategy(name: str, strategy: str, processes: int) -> ValueError:
+    return ValueError(
+        f"reader {name!r}: reader.trainer.strategy={strategy} with {processes} processes starts each extra "
+        "process by re-running the whole command, so every process would run the whole job and some prompts "
+        "would come back without an answer; use reader.trainer.strategy=ddp_spawn (or leave it at auto)"
+    )
+
+
+def _check_strategy(name: str, trainer: Mapping[str, Any]) -> None:
+    """Refuse, before any work, a multi-process strategy that re-runs the command (plain ``ddp``)."""
+    strategy = str(trainer.get("strategy", "auto"))
+    processes = _process_count(trainer)
+    if processes is not None and processes > 1 and not _spawns_its_processes(strategy):
+        raise _refuse_strategy(name, strategy, processes)
+
+
+def _cached_response(key: str, entry: Any) -> dict[str, str]:
+    """A cache entry as ``{"answer", "raw"}``, the answer extracted afresh from the raw generation, so
+    entries written under older extraction rules read as if generated now."""
+    if isinstance(entry, Mapping) and isinstance(entry.get("raw"), str):
+        return {"answer": extract_answer(entry["raw"]), "raw": entry["raw"]}
+    if isinstance(entry, Mapping) and isinstance(entry.get("answer"), str):
+        return {"answer": entry["answer"], "raw": entry["answer"]}
+    raise ValueError(f"response cache entry {key}: expected {{'answer', 'raw'}} strings, got {entry!r}")
+
+
 class Reader:
     """A generator LM behind a response cache, run through ``pl.Trainer.predict``."""
 
@@ -121,6 +164,7 @@ class Reader:
         unknown = set(trainer) - TRAINER_KEYS
         if unknown:
             raise ValueError(f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}")
+        _check_strategy(name, trainer)
         if backend == "llama_cpp":
             if gguf and offline_model is not None:
                 raise ValueError(f"reader {name!r}: set `gguf` (a .gguf path) or `offline_model`, not both")
@@ -188,7 +232,18 @@ class Reader:
         return (
             f"{self.model_id}|dtype={dtype}|quant={self.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
+            + ("" if self.batch_invariant else f"|batch={self.batch_size}")
         )
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether a prompt's answer is independent of the batch it is generated in. Left padding
+        reorders the attention sums: in float32 the last-token logits move by ~1e-5 (50 of 50 HotpotQA
+        answers equal at batch 1 and 8), in bf16 by up to ~0.8 (8 of 50 changed). Half precision,
+        ``auto`` (the checkpoint's dtype) and quantized weights at batch_size > 1 are therefore not
+        invariant, and the batch size joins the reader id."""
+        full_precision = str(resolve_dtype(self.dtype)) == "torch.float32" and self.quantization is None
+        return full_precision or self.batch_size == 1
 
     @property
     def gguf_file(self) -> Path:
@@ -302,52 +357,77 @@ class Reader:
 
     def answer(self, prompts: Sequence[str]) -> list[str]:
         """One short answer per prompt, aligned with ``prompts``; only uncached distinct prompts run."""
+        return [response["answer"] for response in self.responses(prompts)]
+
+    def responses(self, prompts: Sequence[str]) -> list[dict[str, str]]:
+        """``{"answer", "raw"}`` per prompt, aligned with ``prompts``: the extracted short answer and the
+        whole generation. Only uncached distinct prompts run."""
         prompts = list(prompts)
         self.requested += len(prompts)
         unique = list(dict.fromkeys(prompts))
         keys = {p: self.cache_key(p) for p in unique}
-        answers: dict[str, str] = {}
+        found: dict[str, dict[str, str]] = {}
         if self.cache is not None:
-            answers = {k: v["answer"] for k, v in self.cache.get_texts(keys.values()).items()}
-        missing = [p for p in unique if keys[p] not in answers]
+            found = {k: _cached_response(k, v) for k, v in self.cache.get_texts(keys.values()).items()}
+        missing = [p for p in unique if keys[p] not in found]
         if missing:
-            answers.update(self._generate(missing, [keys[p] for p in missing]))
+            found.update(self._generate(missing, [keys[p] for p in missing]))
             self.generated += len(missing)
-        return [answers[keys[p]] for p in prompts]
+        return [found[keys[p]] for p in prompts]
 
     def _trainer(self):
+        """A predict-only Trainer. Several processes must be started by spawning or forking this one:
+        a strategy that starts them by re-running the command (plain ``ddp``, torchrun, srun per task)
+        would run the whole Hydra job once per process. ``auto`` with several devices becomes
+        ``ddp_spawn``; an explicit unsafe strategy is refused."""
         import pytorch_lightning as pl
+        from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
 
         from harness.read.module import ResponseCacheWriter
 
-        return pl.Trainer(
-            **self.trainer_settings,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=self.show_progress,
-            enable_model_summary=False,
-            callbacks=[ResponseCacheWriter(self.cache)],
-        )
+        def build(settings):
+            return pl.Trainer(
+                **settings,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=self.show_progress,
+                enable_model_summary=False,
+                callbacks=[ResponseCacheWriter(self.cache)],
+            )
 
-    def _generate(self, prompts: list[str], keys: list[str]) -> dict[str, str]:
+        settings = dict(self.trainer_settings)
+        trainer = build(settings)
+        if trainer.world_size > 1 and not isinstance(trainer.strategy.launcher, _MultiProcessingLauncher):
+            strategy = str(settings.get("strategy", "auto"))
+            # No launcher: the processes were started outside (torchrun, srun), each running the whole job.
+            if strategy != "auto" or trainer.strategy.launcher is None:
+                raise _refuse_strategy(self.name, strategy, trainer.world_size)
+            trainer = build(dict(settings, strategy="ddp_spawn"))
+        return trainer
+
+    def _generate(self, prompts: list[str], keys: list[str]) -> dict[str, dict[str, str]]:
+        from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
+
         from harness.read.datamodule import PromptDataModule
 
         module = self.module
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
-        datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length)
+        with _quiet_lightning():
+            trainer = self._trainer()
         # Multi-process strategies cannot hand predictions back to this process: every rank writes its
         # share of the answers to the shared response cache instead, and they are read back below.
-        multi_process = str(self.trainer_settings.get("devices", 1)) not in ("1", "auto") or "spawn" in str(
-            self.trainer_settings.get("strategy", "auto"))
+        multi_process = trainer.world_size > 1 or isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)
         if multi_process and self.cache is None:
             raise ValueError(f"reader {self.name!r}: multi-device prediction needs a response cache (set cache_dir)")
+        datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length,
+                                      replicas=trainer.world_size)
         with _quiet_lightning():
-            outputs = self._trainer().predict(module, datamodule=datamodule, return_predictions=not multi_process) or []
-        answers = {row["prompt_key"]: row["answer"] for batch in outputs for row in batch}
+            outputs = trainer.predict(module, datamodule=datamodule, return_predictions=not multi_process) or []
+        answers = {row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for batch in outputs for row in batch}
         lacking = [k for k in keys if k not in answers]
         if lacking and self.cache is not None:
             # Under a multi-process strategy each rank returns its own share; all ranks wrote the cache.
-            answers.update({k: v["answer"] for k, v in self.cache.get_texts(lacking).items()})
+            answers.update({k: _cached_response(k, v) for k, v in self.cache.get_texts(lacking).items()})
         lacking = [k for k in keys if k not in answers]
         if lacking:
             raise RuntimeError(f"reader {self.name!r}: {len(lacking)} of {len(keys)} prompts came back without an answer")

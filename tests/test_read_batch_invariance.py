@@ -1,0 +1,58 @@
+"""Batch size and the response cache: an answer generated in a batch may only be shared with readers of another
+batch size when the precision makes it independent of the batch (float32)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from harness.read.reader import Reader
+from tests.conftest import REPO, SHARED_DATA
+
+MODELS = REPO / ".cache" / "models"
+HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
+
+
+def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12):
+    return Reader(name="smollm2", offline_model="smollm2", pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
+                  models_dir=str(MODELS), dtype=dtype, batch_size=batch_size, quantization=quantization,
+                  max_new_tokens=max_new_tokens, cache_dir=cache_dir, show_progress=False, torch_threads=1)
+
+
+def test_half_precision_puts_the_batch_size_into_the_reader_id():
+    assert reader("bfloat16", 8).reader_id != reader("bfloat16", 4).reader_id
+    assert reader("bfloat16", 8).reader_id.endswith("|batch=8")
+    assert reader("float16", 2).reader_id.endswith("|batch=2")
+    assert reader("auto", 4).reader_id.endswith("|batch=4")  # the checkpoint's dtype may be half precision
+    assert reader("float32", 4, quantization="nf4").reader_id.endswith("|batch=4")
+    # Batch size 1 is one batch composition whatever the precision: the id is the one it always was.
+    assert "batch=" not in reader("bfloat16", 1).reader_id
+
+
+def test_float32_ids_and_cache_keys_ignore_the_batch_size():
+    ids = {reader("float32", b).reader_id for b in (1, 4, 8, 16)} | {reader("fp32", 8).reader_id}
+    assert len(ids) == 1 and "batch=" not in ids.pop()
+    assert reader("float32", 1).cache_key("p") == reader("float32", 8).cache_key("p")
+    assert reader("bfloat16", 1).cache_key("p") != reader("bfloat16", 8).cache_key("p")
+
+
+def test_the_offline_reader_defaults_to_float32():
+    cfg = OmegaConf.load(REPO / "conf" / "reader" / "smollm2_135m.yaml")
+    assert cfg.dtype == "float32" and cfg.batch_size > 1
+
+
+@pytest.mark.slow
+def test_float32_answers_are_the_same_at_batch_1_and_batch_4():
+    examples = json.loads(HOTPOT.read_text())[:6]
+    one = reader("float32", 1)
+    prompts = []
+    for ex in examples:
+        gold = {title for title, _ in ex["supporting_facts"]}
+        context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in ex["context"] if t in gold)
+        prompts.append(one.render_prompt(ex["question"], context))
+    lengths = {one.count_prompt_tokens(p) for p in prompts}
+    assert len(lengths) == len(prompts)  # all different, so every batch of 4 left-pads
+    four = reader("float32", 4)
+    assert four.responses(prompts) == one.responses(prompts)  # raw generations too, not only the extracted answers
