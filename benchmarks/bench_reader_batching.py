@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=160)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--model-folder", type=Path, default=DEFAULT_MODEL)
-    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (the default reader) or float32")
+    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (the README table) or float32 (the default reader since it is batch-invariant)")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="threads while generating (0: torch's default); one is fastest on a shared CPU")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")

@@ -90,25 +90,46 @@ REAL_OUTPUTS = [
     ("5ae1f4cb554299234fd0436d", "276,170 inhabitants",
      "The 122nd SS-Standarte was formed in 2014 in the city of Stras",
      "The 122nd SS-Standarte was formed in 2014 in the city of Stras"),
-    # QASPER
+    # QASPER (long gold answers abbreviated to their opening words)
     ("44c4bd6decc86f1091b5fc0728873d9324cdde4e", "7000000 pairs of events",
      "The Japanese data is approximately 1.2 GB.",
      "The Japanese data is approximately 1.2 GB."),  # two periods: not a single sentence-final one
     ("86abeff85f3db79cf87a8c993e5e5aa61226dc98", "negative, positive",
      'The answer to your question is: The dataset for supervision is labeled as "BIBREF0"',
      'The dataset for supervision is labeled as "BIBREF0"'),
+    ("1959e0ebc21fafdf1dd20c6ea054161ba7446f61", "Clinical text structuring (CTS) is a critical task",
+     ("The clinical text structuring task is defined as a set of techniques that enable the extraction "
+      "of structured data from clinical text, which is a crucial step in the extraction of medical "
+      "research data from electronic health records ("),
+     ("The clinical text structuring task is defined as a set of techniques that enable the extraction "
+      "of structured data from clinical text, which is a crucial step in the extraction of medical "
+      "research data from electronic health records (")),
+    ("dd155f01f6f4a14f9d25afc97504aefdc6d29c13", "Quality measures using perplexity and recall",
+     ("The QRNN models have been compared between various language models, including the original PTB "
+      "and WT103 models. The performance of the QRNN models has been evaluated using the recall"),
+     ("The QRNN models have been compared between various language models, including the original PTB "
+      "and WT103 models. The performance of the QRNN models has been evaluated using the recall")),
     ("98b11f70239ef0e22511a3ecf6e413ecb726f954", "No",
-     "No, they do not use a pretrained NMT model to help generating reviews. Instead, they use a deep neural "
-     "network (DNN) to generate reviews, which is a type of a generative",
+     ("No, they do not use a pretrained NMT model to help generating reviews. Instead, they use a deep "
+      "neural network (DNN) to generate reviews, which is a type of a generative"),
      "No"),
     ("d4d771bcb59bab4f3eb9026cda7d182eb582027d", "Unanswerable",
-     "The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to generate "
-     "reviews, which is trained to identify relevant content. This process is designed to avoid stray",
-     "The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to generate "
-     "reviews, which is trained to identify relevant content. This process is designed to avoid stray"),
+     ("The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
+      "generate reviews, which is trained to identify relevant content. This process is designed to "
+      "avoid stray"),
+     ("The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
+      "generate reviews, which is trained to identify relevant content. This process is designed to "
+      "avoid stray")),
+    ("47726be8641e1b864f17f85db9644ce676861576", "We compare this method of bias mitigation",
+     ("Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
+      "embedding quality is assessed using a combination of metrics. The first metric is the loss "
+      "function, which is a measure"),
+     ("Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
+      "embedding quality is assessed using a combination of metrics. The first metric is the loss "
+      "function, which is a measure")),
     ("cbf1137912a47262314c94d36ced3232d5fa1926", "fastText, CWE-LP",
-     "Two architectures used in the context of contextual embeddings are:\n\n1. Contextual Encoder-Decoder (CDE)\n"
-     "2. Contextual Encoder-Encoder-Decoder (CED",
+     ("Two architectures used in the context of contextual embeddings are:\n\n1. Contextual "
+      "Encoder-Decoder (CDE)\n2. Contextual Encoder-Encoder-Decoder (CED"),
      "Contextual Encoder-Decoder (CDE), Contextual Encoder-Encoder-Decoder (CED"),
 ]
 
