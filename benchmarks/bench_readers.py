@@ -48,9 +48,9 @@ def installed(rung: str, models_dir: Path) -> bool:
 
 
 def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1) -> Reader:
-    common = dict(name=f"{rung}-{backend}", offline_model=rung, models_dir=str(args.models_dir), backend=backend,
-                  batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, cache_dir=cache_dir,
-                  show_progress=False)
+    common = {"name": f"{rung}-{backend}", "offline_model": rung, "models_dir": str(args.models_dir), "backend": backend,
+                  "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens, "cache_dir": cache_dir,
+                  "show_progress": False}
     if backend == "llama_cpp":
         return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": args.threads, "n_ctx": 2048})
     return Reader(**common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype,
@@ -131,8 +131,9 @@ def main() -> None:
     for rung in rungs:
         by = {r["backend"]: r for r in results if r["rung"] == rung}
         if "transformers" in by and "llama_cpp x1" in by:
-            print(f"{rung}: llama.cpp (1 slot) reads {by['transformers']['seconds'] / by['llama_cpp x1']['seconds']:.2f}x "
-                  "faster per question than transformers")
+            hf, cpp = by["transformers"], by["llama_cpp x1"]
+            print(f"{rung}: transformers / llama.cpp (1 slot) time per question: {hf['seconds'] / cpp['seconds']:.2f}x "
+                  f"wall, {hf['cpu_s_per_q'] / cpp['cpu_s_per_q']:.2f}x CPU (above 1: llama.cpp is faster)")
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=2))
 

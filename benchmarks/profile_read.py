@@ -22,12 +22,12 @@ from harness.read.reader import Reader
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {
-    "bf16 b8 t1": dict(backend="transformers", dtype="bfloat16", batch_size=8, torch_threads=1),
-    "fp32 b8 t1": dict(backend="transformers", dtype="float32", batch_size=8, torch_threads=1),
-    "fp32 b8 t2": dict(backend="transformers", dtype="float32", batch_size=8, torch_threads=2),
-    "fp32 b1 t1": dict(backend="transformers", dtype="float32", batch_size=1, torch_threads=1),
-    "llama.cpp t1": dict(backend="llama_cpp", batch_size=8, llama_cpp={"n_threads": 1}),
-    "llama.cpp t2": dict(backend="llama_cpp", batch_size=8, llama_cpp={"n_threads": 2}),
+    "bf16 b8 t1": {"backend": "transformers", "dtype": "bfloat16", "batch_size": 8, "torch_threads": 1},
+    "fp32 b8 t1": {"backend": "transformers", "dtype": "float32", "batch_size": 8, "torch_threads": 1},
+    "fp32 b8 t2": {"backend": "transformers", "dtype": "float32", "batch_size": 8, "torch_threads": 2},
+    "fp32 b1 t1": {"backend": "transformers", "dtype": "float32", "batch_size": 1, "torch_threads": 1},
+    "llama.cpp t1": {"backend": "llama_cpp", "batch_size": 8, "llama_cpp": {"n_threads": 1}},
+    "llama.cpp t2": {"backend": "llama_cpp", "batch_size": 8, "llama_cpp": {"n_threads": 2}},
 }
 
 

@@ -143,8 +143,8 @@ def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
 
 
 def reader(backend="llama_cpp", cache_dir=None, **kwargs) -> Reader:
-    settings = dict(name="t", offline_model="smollm2", models_dir=str(MODELS_DIR), backend=backend,
-                    cache_dir=cache_dir, show_progress=False, max_new_tokens=12, batch_size=2)
+    settings = {"name": "t", "offline_model": "smollm2", "models_dir": str(MODELS_DIR), "backend": backend,
+                    "cache_dir": cache_dir, "show_progress": False, "max_new_tokens": 12, "batch_size": 2}
     settings.update(kwargs)
     return Reader(**settings)
 
@@ -204,7 +204,7 @@ def smollm2_prompts():
 
 @pytest.mark.slow
 def test_llama_cpp_reader_answers_through_lightning_and_the_cache(smollm2_prompts, tmp_path):
-    probe, prompts = smollm2_prompts
+    _probe, prompts = smollm2_prompts
     first = reader(cache_dir=tmp_path, llama_cpp={"n_parallel": 2, "n_ctx": 1024})
     answers = first.answer(prompts)
     assert len(answers) == 3 and all(answers)
