@@ -48,8 +48,9 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "encoder": ("harness.retrieve.encoder",),
     "rerank": ("harness.retrieve.rerank",),
 }
-# The run key covers every stage's code; analysis and the command line do not change a run's rows.
-RUN_EXCLUDED = ("harness.report", "harness.stats", "harness.cli", "harness.__main__")
+# The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B) and the
+# command line do not change a run's rows.
+RUN_EXCLUDED = ("harness.report", "harness.runlog", "harness.stats", "harness.cli", "harness.__main__")
 
 # Top-level keys that say where and how a run executes, never what it computes.
 RUNTIME_TOP_KEYS = frozenset({"logger", "paths", "hydra", "read_chunk", "cache", "progress"})

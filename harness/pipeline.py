@@ -272,7 +272,7 @@ def finished_summary(output_dir: Path, key: str) -> dict | None:
     path = output_dir / "summary.json"
     if not path.exists():
         return None
-    from harness.report.outputs import read_summary
+    from harness.runlog.outputs import read_summary
 
     summary = read_summary(path)
     if summary is None:
@@ -286,9 +286,9 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
     reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
     """
-    from harness.report.journal import RowJournal, normalise_row
     from harness.config_check import validate
-    from harness.report.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
+    from harness.runlog.journal import RowJournal, normalise_row
+    from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
     validate(cfg)  # before any model loads
     output_dir = Path(output_dir)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from harness.pipeline import finished_summary
-from harness.report.journal import RowJournal
-from harness.report.outputs import RunDirectoryError, clean_temporaries, ensure_writable, read_summary
+from harness.runlog.journal import RowJournal
+from harness.runlog.outputs import RunDirectoryError, clean_temporaries, ensure_writable, read_summary
 from tests.frozen_code import freeze, run
 
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from harness.pack.budget import packed_cost
 from harness.pipeline import fit_to_budget, run
 from harness.read.tokens import TokenCounter
-from harness.report.journal import normalise_row
+from harness.runlog.journal import normalise_row
 from harness.stage import scalar, stage_columns
 from harness.types import Context, Snippet
 from tests.conftest import REPO

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id
-from harness.data.sentences import split_sentences
+from harness.text.sentences import split_sentences
 from harness.types import Document, Example
 
 ID_FIELD = "id"

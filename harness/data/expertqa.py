@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from harness.data.records import RecordContext, answers, doc_id_for
-from harness.data.sentences import split_sentences
+from harness.text.sentences import split_sentences
 from harness.types import Document, Example
 
 ID_FIELD = None  # records carry no id; the position in the file stands in

@@ -4,7 +4,7 @@ Fields: ``id, paragraphs [{idx, title, paragraph_text, is_supporting}], question
 question_decomposition, answer, answer_aliases, answerable``. Gold documents are the paragraphs
 flagged ``is_supporting``; ``hops`` is the length of ``question_decomposition``; ``qtype`` is the id's
 prefix before ``__`` (``2hop``, ``3hop1``, ``4hop3``, ...). Paragraph text is split into sentences
-with :func:`harness.data.sentences.split_sentences`. Document ids use the paragraph's ``idx``.
+with :func:`harness.text.sentences.split_sentences`. Document ids use the paragraph's ``idx``.
 Unanswerable records (MuSiQue-Full) are kept, with ``metadata["answerable"]`` false.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.records import RecordContext, answers, doc_id_for, question_id
-from harness.data.sentences import split_sentences
+from harness.text.sentences import split_sentences
 from harness.types import Document, Example
 
 ID_FIELD = "id"

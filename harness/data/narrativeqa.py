@@ -8,7 +8,7 @@
 ``context="summaries"`` answers from the plot summaries, ``context="stories"`` from the full stories
 (cut between ``story_start`` and ``story_end`` when both are found; HTML pages, as most movie
 scripts are, are stripped to text). Either way the context is chunked like every long document
-(:mod:`harness.tree.chunking`) and becomes the question's ``documents``. ``answers`` are the two
+(:mod:`harness.text.chunking`) and becomes the question's ``documents``. ``answers`` are the two
 reference answers; NarrativeQA marks no evidence, so ``gold_doc_ids`` is empty.
 """
 
@@ -27,7 +27,7 @@ from harness.data.io import read_text
 from harness.data.quality import html_paragraphs
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
-from harness.tree.chunking import (
+from harness.text.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
     resolve_token_counter,

@@ -6,7 +6,7 @@ lines carrying their ``id`` (the Hugging Face export, whose ``full_text`` and ``
 a dict of parallel lists). Both record shapes are read.
 
 Each question's ``documents`` are the chunks of its paper's full text (paragraphs split into
-sentences and packed into ``chunk_tokens``-token chunks by :mod:`harness.tree.chunking`, so dense
+sentences and packed into ``chunk_tokens``-token chunks by :mod:`harness.text.chunking`, so dense
 retrieval and every tree share the same leaves). ``answers`` hold every annotator's answer, in the
 official evaluator's form: extractive spans joined with ", ", the free-form answer, "Yes"/"No", or
 "Unanswerable"; ``metadata["answer_types"]`` gives each answer's type (extractive, abstractive,
@@ -28,7 +28,7 @@ from harness.data.io import check_file, read_text, text_position
 from harness.data.load import split_from_filename
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
-from harness.tree.chunking import (
+from harness.text.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
     resolve_token_counter,

@@ -12,7 +12,7 @@ Two JSON-lines layouts are read, recognised per line:
   behind the release's ``difficult`` flag.
 
 The article's HTML becomes paragraphs (block tags and double line breaks end a paragraph), which are
-chunked like every long document (:mod:`harness.tree.chunking`). ``answers`` are the gold option's
+chunked like every long document (:mod:`harness.text.chunking`). ``answers`` are the gold option's
 text and its letter; ``metadata`` holds ``options``, ``gold_index`` (0-based), ``hard``, the bare
 question and the article id. With ``options_in_question`` (default) the question text lists the
 lettered options, so the reader can choose among them.
@@ -32,7 +32,7 @@ from harness.data.io import check_file, read_records
 from harness.data.load import split_from_filename
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
-from harness.tree.chunking import (
+from harness.text.chunking import (
     DEFAULT_CHUNK_TOKENS,
     chunk_paragraphs,
     resolve_token_counter,

@@ -3,7 +3,7 @@
 Layout: ``{"data": [{"paragraphs": [{"context", "document_id"?, "qas": [{"id", "question",
 "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}``. COVID-QA stores each whole
 article (thousands of words) as one ``context``, too long to rank or read as one unit, so every
-context is split into sentences (:func:`harness.data.sentences.split_sentences`, line by line, so a
+context is split into sentences (:func:`harness.text.sentences.split_sentences`, line by line, so a
 title or author line never runs into the abstract) and the sentences are packed greedily, in
 order, into passages of at most ``passage_words`` words (a single longer sentence is a passage of
 its own). All questions on a context share its passages, whose ids are
@@ -28,8 +28,8 @@ from typing import Any
 from harness.data.errors import DatasetFormatError
 from harness.data.io import decode_list, read_text, text_position
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
-from harness.data.sentences import split_sentences
 from harness.data.validate import RecordChecks
+from harness.text.sentences import split_sentences
 from harness.types import Document, Example
 
 ID_FIELD = "id"

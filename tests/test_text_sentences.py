@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.data.sentences import split_sentences
+from harness.text.sentences import split_sentences
 
 
 @pytest.mark.parametrize(

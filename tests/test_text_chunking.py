@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from harness.tree.chunking import (
+from harness.text.chunking import (
     WordCounter,
     chunk_paragraphs,
     chunk_sentences,

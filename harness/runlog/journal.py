@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from harness import signals
-from harness.report.outputs import atomic_write_bytes
+from harness.runlog.outputs import atomic_write_bytes
 from harness.stage import scalar
 
 log = logging.getLogger(__name__)

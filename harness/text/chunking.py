@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.data.sentences import split_sentences
+from harness.text.sentences import split_sentences
 
 DEFAULT_CHUNK_TOKENS = 500  # the harness default
 RAPTOR_CHUNK_TOKENS = 100  # RAPTOR's published configuration
