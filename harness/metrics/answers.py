@@ -30,7 +30,8 @@ def answer_tokens(s: str) -> list[str]:
     return normalize_answer(s).split()
 
 
-def _as_answer_list(answers: str | Iterable[str]) -> list[str]:
+def as_answer_list(answers: str | Iterable[str]) -> list[str]:
+    """Gold answers as a list: one string is one answer; anything else must hold only strings."""
     if isinstance(answers, str):
         return [answers]
     answer_list = list(answers)
@@ -63,9 +64,9 @@ def _f1_single(prediction: str, ground_truth: str) -> float:
 
 def exact_match(prediction: str, answers: str | Iterable[str]) -> float:
     """1.0 if the normalised prediction equals some normalised gold answer or alias; 0.0 if none (or no answers)."""
-    return max((_exact_match_single(prediction, gt) for gt in _as_answer_list(answers)), default=0.0)
+    return max((_exact_match_single(prediction, gt) for gt in as_answer_list(answers)), default=0.0)
 
 
 def f1_score(prediction: str, answers: str | Iterable[str]) -> float:
     """Token F1 of the prediction, maximised over the gold answer and its aliases (0.0 with no answers)."""
-    return max((_f1_single(prediction, gt) for gt in _as_answer_list(answers)), default=0.0)
+    return max((_f1_single(prediction, gt) for gt in as_answer_list(answers)), default=0.0)

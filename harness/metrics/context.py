@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from harness.metrics.answers import _as_answer_list, answer_tokens
+from harness.metrics.answers import answer_tokens, as_answer_list
 from harness.types import Context, Example
 
 
@@ -28,7 +28,7 @@ def _token_run_present(context_tokens: list[str], needle: list[str]) -> bool:
 def answer_in_context(context_text: str, answers: str | Iterable[str]) -> float:
     """1.0 if some normalised gold answer or alias is a contiguous run of the normalised context tokens."""
     context_tokens = answer_tokens(context_text)
-    for answer in _as_answer_list(answers):
+    for answer in as_answer_list(answers):
         if _token_run_present(context_tokens, answer_tokens(answer)):
             return 1.0
     return 0.0
@@ -61,7 +61,7 @@ def answer_in_context_graded(context_text: str, answers: str | Iterable[str]) ->
     this is 1.0 whenever :func:`answer_in_context` is.
     """
     context_tokens = np.asarray(answer_tokens(context_text), dtype=object)
-    return max((_graded_single(context_tokens, answer_tokens(a)) for a in _as_answer_list(answers)), default=0.0)
+    return max((_graded_single(context_tokens, answer_tokens(a)) for a in as_answer_list(answers)), default=0.0)
 
 
 def _snippet_is_gold(source_ids: tuple[str, ...], gold: set[str]) -> bool:
