@@ -2,7 +2,7 @@
 
 Every figure is microseconds per question (m = 100 candidates, k = 5) with one BLAS thread: the best
 of repeated passes through the same random clustered questions, as thread CPU time and wall clock. Each vectorised
-kernel runs beside its plain-loop reference (harness/diversify/reference.py) and, for MMR and DPP,
+kernel runs beside its plain-loop reference (tests/helpers/reference.py) and, for MMR and DPP,
 beside the ``pyversity`` package's implementations, in the same process and on the same inputs.
 
 Columns: "kernel" takes arrays (embeddings, relevance) like pyversity does; "pool" is the
@@ -16,18 +16,22 @@ RNG runs twice: "rng" is ``rng_select`` (scores only a relevance-ranked prefix o
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the loop references live with the tests
+
 from harness.diversify.dpp import DPPDiversifier, dpp_greedy_map
 from harness.diversify.mmr import MMRDiversifier, mmr_select
-from harness.diversify.reference import dpp_brute_force, mmr_loop, rng_loop
 from harness.diversify.relevance import query_similarity
 from harness.diversify.rng import RNGDiversifier, rng_select, rng_select_full
 from harness.types import Candidate, Example, Pool
+from tests.helpers.reference import dpp_brute_force, mmr_loop, rng_loop
 
 M, K = 100, 5
 TARGETS_US = {"rng": 230.0, "rng/full": 230.0, "mmr": 200.0, "dpp": 200.0}

@@ -40,7 +40,7 @@ from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
 from harness.pack.features import snippet_features
 from harness.pack.lexical import content_terms
-from harness.pack.submodular import (
+from harness.pack.submod import (
     SubmodularObjective,
     SubmodularPacker,
     cost_scaled_greedy,

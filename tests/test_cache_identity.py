@@ -191,7 +191,7 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     assert "read/reader.py" in rel["read"] and not any(p.startswith(("retrieve/", "pack/")) for p in rel["read"])
     for stage in ("pools", "tree", "read", "run"):
         assert not any(p.startswith(("report/", "runlog/", "stats/")) for p in rel[stage]), stage
-    assert {"pipeline.py", "pack/submodular.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
+    assert {"pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
     assert "cli.py" not in rel["run"]
 
 
@@ -328,5 +328,5 @@ def test_each_key_follows_the_code_it_depends_on(tmp_path):
     assert changed(after_sinks, after_retrieval) == {"pools", "tree", "run"}
     after_generation = edit("read/loading.py")  # model loading, shared by the reader and the local LM
     assert changed(after_retrieval, after_generation) == {"response", "lm", "tree", "run"}
-    after_packer = edit("pack/submodular.py")
+    after_packer = edit("pack/submod.py")
     assert changed(after_generation, after_packer) == {"run"}

@@ -7,7 +7,7 @@ import pytest
 
 from harness.diversify.dpp import DPPDiversifier, dpp_greedy_map
 from harness.diversify.knn import KNNDiversifier
-from harness.diversify.reference import dpp_brute_force
+from tests.helpers.reference import dpp_brute_force
 from tests.test_diversify_helpers import clustered_arrays, pool_from_arrays, unit
 
 

@@ -8,8 +8,8 @@ import pytest
 from harness.diversify.knn import KNNDiversifier
 from harness.diversify.maxmin import MaxMinDiversifier, maxmin_select
 from harness.diversify.mmr import MMRDiversifier, mmr_select
-from harness.diversify.reference import maxmin_loop, mmr_loop
 from harness.diversify.relevance import query_similarity
+from tests.helpers.reference import maxmin_loop, mmr_loop
 from tests.test_diversify_helpers import (
     clustered_arrays,
     pool_from_arrays,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.diversify.neardup import NearDupDiversifier, near_duplicate_filter
-from harness.diversify.reference import near_duplicate_loop
+from tests.helpers.reference import near_duplicate_loop
 from tests.test_diversify_helpers import clustered_arrays, pool_from_arrays, unit
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from harness.diversify import rng as rng_module
 from harness.diversify.knn import KNNDiversifier
-from harness.diversify.reference import rng_loop, rng_scores_loop
 from harness.diversify.relevance import sigmoid
 from harness.diversify.rng import (
     RNGDiversifier,
@@ -18,6 +17,7 @@ from harness.diversify.rng import (
     rng_select_full,
 )
 from harness.diversify.ties import ascending_order
+from tests.helpers.reference import rng_loop, rng_scores_loop
 from tests.test_diversify_helpers import clustered_arrays, pool_from_arrays, random_pool
 
 # q = (1, 0); a = (.8, .6), b = (.6, .8), c = (.6, -.8), d = (0, 1); relevance a .8, b .6, c .6, d 0.

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from harness.diversify.knn import KNNDiversifier
-from harness.diversify.reference import vendi_greedy_loop
 from harness.diversify.vendi import VendiDiversifier, vendi_greedy_select
+from tests.helpers.reference import vendi_greedy_loop
 from tests.test_diversify_helpers import (
     clustered_arrays,
     pool_from_arrays,

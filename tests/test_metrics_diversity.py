@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from harness.diversify.reference import vendi_loop
 from harness.metrics.diversity import (
     average_pairwise_distance,
     near_duplicate_fraction,
@@ -22,6 +21,7 @@ from harness.metrics.ranking import (
     recall_at_k,
     s_recall_at_k,
 )
+from tests.helpers.reference import vendi_loop
 from tests.test_diversify_helpers import pool_from_arrays, unit
 
 # Four unit vectors in the plane: u1 = (1, 0), u2 = (.96, .28), u3 = (.6, .8), u4 = (0, 1).

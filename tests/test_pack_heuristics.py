@@ -23,7 +23,7 @@ from harness.pack.claim_graph import (
 from harness.pack.focused import QueryFocusedPacker
 from harness.pack.lexical import content_terms, lexical_relevance, light_stem
 from harness.pack.mmr import MMRPacker
-from harness.pack.submodular import SubmodularPacker
+from harness.pack.submod import SubmodularPacker
 from harness.types import Example, Pool, Snippet
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "packer"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from harness.pack.base import PackingRequest
-from harness.pack.compression import (
+from harness.pack.llmlingua import (
     LLMLinguaPacker,
     ReaderEncoding,
     attributed_sources,
@@ -114,7 +114,7 @@ def test_text_that_fits_passes_through_without_a_model(tokens):
     request = make_request(tokens, budget=1000)
     packer = LLMLinguaPacker(models_dir="/nonexistent")  # would fail if it tried to load the LM
     context = packer.pack(request)
-    assert len(context.snippets) == 1 and packer.selects_snippets is False
+    assert len(context.snippets) == 1 and context.snippets[0] not in request.snippets
     snippet = context.snippets[0]
     assert snippet.text == "\n".join(" ".join(s) for s in DOCUMENTS.values())
     assert snippet.source_ids == ("d1", "d2", "d3")
@@ -180,7 +180,7 @@ def test_legacy_kv_cache_wrapper_round_trips_pairs():
     import torch
     from transformers import Cache
 
-    from harness.pack.compression import LegacyKVCacheModel
+    from harness.pack.llmlingua import LegacyKVCacheModel
 
     seen = {}
 

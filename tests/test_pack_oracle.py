@@ -13,7 +13,7 @@ from harness.pack.budget import fits
 from harness.pack.oracle import OraclePacker
 from harness.pack.snippets import render_context
 from harness.types import Candidate, Context, Document, Example, Pool, Snippet
-from tests.test_pack_naive import WordTokens
+from tests.test_pack_packed import WordTokens
 
 
 def build(sentences: list[tuple[str, str]], gold: tuple[str, ...], answers: tuple[str, ...], budget: int):

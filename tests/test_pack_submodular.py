@@ -13,7 +13,7 @@ import pytest
 
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
-from harness.pack.submodular import (
+from harness.pack.submod import (
     TERMS,
     SubmodularObjective,
     SubmodularPacker,

@@ -7,7 +7,7 @@ import pytest
 
 from harness.diversify.none import NoDiversifier
 from harness.pack.base import PackingRequest
-from harness.pack.naive import TopKTruncatePacker
+from harness.pack.packed import TopKTruncatePacker
 from harness.pack.snippets import make_snippets, render_context
 from harness.tree.base import TreeServices
 from harness.tree.dtcrs import DynamicTree

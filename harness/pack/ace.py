@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.claim_graph import build_claim_graph, claim_relevance, claim_request
 from harness.pack.focused import QueryFocusedPacker
-from harness.pack.submodular import SubmodularPacker
+from harness.pack.submod import SubmodularPacker
 from harness.types import Context
 
 

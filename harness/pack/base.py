@@ -44,8 +44,6 @@ class Packer(ABC):
     Report the same keys for every question, so the column is filled in every row.
     """
 
-    #: packers whose output is not a subset of the snippets (compression) set this to False
-    selects_snippets: bool = True
     #: packers that never look at snippets (whole candidates as the context) set this to False,
     #: which spares the pipeline splitting and embedding them
     uses_snippets: bool = True
