@@ -280,3 +280,43 @@ def test_narrativeqa_errors(narrativeqa_root):
         load_narrativeqa(narrativeqa_root)
     with pytest.raises(ValueError, match="split"):
         load_narrativeqa(narrativeqa_root, split="dev")
+
+
+# ------------------------------------------------------------------------------------------- subsample
+
+# Question ids each loader drew before the loaders shared one subsample(): a rerun of an older config
+# must read the same questions.
+QASPER_DRAWN = {
+    0: ["bb97537a0a7c8f12a3f65eba73cefa6abcd2f2b2", "edb2d24d6d10af13931b3a47a6543bd469752f0c",
+        "14323046220b2aea8f15fba86819cbccc389ed8b", "dd155f01f6f4a14f9d25afc97504aefdc6d29c13",
+        "6e2ad9ad88cceabb6977222f5e090ece36aa84ea"],
+    13: ["44c4bd6decc86f1091b5fc0728873d9324cdde4e", "aacb0b97aed6fc6a8b471b8c2e5c4ddb60988bf5",
+         "710c1f8d4c137c8dad9972f5ceacdbf8004db208", "47726be8641e1b864f17f85db9644ce676861576",
+         "99a10823623f78dbff9ccecb210f187105a196e9"],
+}
+QUALITY_DRAWN = {0: ["52845_YLZPNNYD_q4", "52845_YLZPNNYD_q5"], 1: ["52845_YLZPNNYD_q2", "52845_YLZPNNYD_q3"]}
+NARRATIVEQA_DRAWN = {0: ["d2::q5", "d1::q7", "d0::q9", "d1::q10"], 7: ["d0::q9", "d1::q10", "d2::q11", "d2::q14"]}
+
+
+@pytest.mark.skipif(not QASPER_SAMPLE.is_file(), reason="shared QASPER sample not present")
+@pytest.mark.parametrize("seed", sorted(QASPER_DRAWN))
+def test_qasper_draws_the_same_questions_as_before(seed):
+    assert [e.question_id for e in load_qasper(QASPER_SAMPLE, sample_size=5, seed=seed)] == QASPER_DRAWN[seed]
+
+
+@pytest.mark.skipif(not QUALITY_SAMPLE.is_file(), reason="shared QuALITY sample not present")
+@pytest.mark.parametrize("seed", sorted(QUALITY_DRAWN))
+def test_quality_draws_the_same_questions_as_before(seed):
+    assert [e.question_id for e in load_quality(QUALITY_SAMPLE, sample_size=2, seed=seed)] == QUALITY_DRAWN[seed]
+    assert len(load_quality(QUALITY_SAMPLE, sample_size=50, seed=seed)) == 5  # more than there are: all
+
+
+@pytest.mark.parametrize("seed", sorted(NARRATIVEQA_DRAWN))
+def test_narrativeqa_draws_the_same_questions_as_before(tmp_path, seed):
+    # 16 questions over three summaries, every fourth in the train split: 12 test questions.
+    _write_csv(tmp_path / "qaps.csv", ["document_id", "set", "question", "answer1", "answer2"],
+               [[f"d{i % 3}", "test" if i % 4 else "train", f"Question {i}?", f"a{i}", ""] for i in range(16)])
+    _write_csv(tmp_path / "third_party" / "wikipedia" / "summaries.csv", ["document_id", "summary"],
+               [[f"d{i}", f"Summary {i}."] for i in range(3)])
+    assert len(load_narrativeqa(tmp_path)) == 12
+    assert [e.question_id for e in load_narrativeqa(tmp_path, sample_size=4, seed=seed)] == NARRATIVEQA_DRAWN[seed]
