@@ -7,17 +7,19 @@ import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 
 from harness.stats.analyses import (
-    bootstrap_p_value,
-    clustered_mean_ci,
     correlations,
     diagnostic_correlations,
     gain_decomposition,
-    grouped_clustered_mean_ci,
     holm_adjust,
     incremental_validity,
     matched_pairs,
     oracle_headroom,
     paired_contrast,
+)
+from harness.stats.bootstrap import (
+    bootstrap_p_value,
+    clustered_mean_ci,
+    grouped_clustered_mean_ci,
     percentile_interval,
 )
 

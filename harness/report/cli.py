@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.metrics.registry import F1, S_RECALL
 from harness.report.diversity import diversity_tables
+from harness.report.formatting import print_tables, render_markdown
 from harness.report.load import (
     REPORT_DIR,
     Layout,
@@ -33,8 +35,6 @@ from harness.report.tables import (
     mmr_footnote,
     oracle_table,
     policy_table,
-    print_tables,
-    render_markdown,
     resolve_baseline,
     retrieval_perfect_table,
 )
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", type=Path,
                         help="where to write the report (default: DIR/report for one directory, else "
                              "report/ in the directories' common parent)")
-    parser.add_argument("--metric", default="f1",
+    parser.add_argument("--metric", default=F1,
                         help="reader score for contrasts, oracle headroom, incremental validity (default: f1)")
     parser.add_argument("--baseline", metavar="NAME",
                         help="baseline policy of the paired contrasts: a component value (packed, knn, ...) or "
@@ -105,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_metric(rows: pd.DataFrame, options: Options) -> Options:
     """The options with the metric the rows can support: selection-only sweeps (read=false) have no
     answers, so the default F1 becomes their selection metric. An explicit --metric is kept as given."""
-    if options.metric == "f1" and not has_values(rows, "f1") and has_values(rows, "s_recall"):
-        log.info("no F1 in these rows (read=false runs): reporting s_recall")
-        return dataclasses.replace(options, metric="s_recall")
+    if options.metric == F1 and not has_values(rows, F1) and has_values(rows, S_RECALL):
+        log.info("no F1 in these rows (read=false runs): reporting %s", S_RECALL)
+        return dataclasses.replace(options, metric=S_RECALL)
     return options
 
 
@@ -173,7 +173,7 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
          f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
          f"{options.n_resamples} bootstrap resamples; seed {options.seed}."),
     ]
-    markdown = render_markdown(report, "Evaluation report", preamble, [p.name for p in images])
+    markdown = render_markdown(report.tables, "Evaluation report", preamble, [p.name for p in images])
     path = out_dir / "report.md"
     path.write_text(markdown, encoding="utf-8")
     written.append(path)
@@ -200,6 +200,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rich.console import Console
 
         # Piped output has no terminal width to follow; a wide page keeps the tables unwrapped.
-        print_tables(report, Console(width=None if sys.stdout.isatty() else 200))
+        print_tables(report.tables, Console(width=None if sys.stdout.isatty() else 200))
     log.info("%d files written to %s", len(written), out_dir)
     return 0

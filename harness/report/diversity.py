@@ -14,17 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.metrics.registry import POOL_REDUNDANCY, RULE_TRIGGERED, S_RECALL
+from harness.report.formatting import ReportTable, fmt, fmt_ci, fmt_p
 from harness.report.load import Layout, format_value, short_name
-from harness.report.tables import (
-    Options,
-    ReportTable,
-    StudyResult,
-    fmt,
-    fmt_ci,
-    fmt_p,
-    has_values,
-    iter_groups,
-)
+from harness.report.tables import Options, StudyResult, has_values, iter_groups
 from harness.stats.protocol import diversity_study, format_parameter, operating_points
 
 # Perturbation strength columns, in the order they are looked for.
@@ -66,9 +59,9 @@ def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
         "level": rows["level"].astype(float),
         "question": rows["qkey"],
         "seed": rows["seed"] if "seed" in rows.columns else 0,
-        "value": rows["s_recall"].astype(float),
-        "pool_redundancy": rows["pool_redundancy"] if "pool_redundancy" in rows.columns else np.nan,
-        "rule_triggered": rows["diversify.rule_triggered"] if "diversify.rule_triggered" in rows.columns else np.nan,
+        "value": rows[S_RECALL].astype(float),
+        "pool_redundancy": rows[POOL_REDUNDANCY] if POOL_REDUNDANCY in rows.columns else np.nan,
+        "rule_triggered": rows[RULE_TRIGGERED] if RULE_TRIGGERED in rows.columns else np.nan,
     })
     # Selection happens before packing and reading: rows that differ only in budget, packer or reader
     # repeat the same selection, so they collapse to one.
@@ -82,7 +75,7 @@ def _selection_strata(layout: Layout) -> list[str]:
 
 
 def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tuple[list[ReportTable], list[StudyResult]]:
-    if not has_values(rows, "s_recall") or "diversifier" not in rows.columns:
+    if not has_values(rows, S_RECALL) or "diversifier" not in rows.columns:
         return [], []
     if options.reference not in set(rows["diversifier"].astype(str)) or rows["diversifier"].nunique() < 2:
         return [], []

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from harness.metrics.registry import ANSWER_IN_CONTEXT, F1, heading
 from harness.report.load import Layout, format_value, short_name
-from harness.report.tables import HEADINGS, StudyResult
+from harness.report.tables import StudyResult
 from harness.stats.protocol import format_parameter
 
 DPI = 150
@@ -46,7 +47,7 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
     """F1 and answer-in-context against the budget, one line per policy, with interval bars."""
     if policy_data is None or "budget" not in policy_data.columns or policy_data["budget"].nunique() < 2:
         return []
-    metrics = [m for m in ("f1", "answer_in_context") if m in policy_data.columns]
+    metrics = [m for m in (F1, ANSWER_IN_CONTEXT) if m in policy_data.columns]
     if not metrics:
         return []
     split = [c for c in layout.settings if c != "budget"]
@@ -68,8 +69,8 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
                               marker="o", capsize=3, label=str(policy))
             axis.set_xticks(sorted(frame["budget"].unique()))
             axis.set_xlabel("budget (reader tokens)")
-            axis.set_ylabel(f"mean {HEADINGS.get(metric, metric)}")
-            axis.set_title(f"{HEADINGS.get(metric, metric)} vs budget" + (f" ({suffix})" if suffix else ""))
+            axis.set_ylabel(f"mean {heading(metric)}")
+            axis.set_title(f"{heading(metric)} vs budget" + (f" ({suffix})" if suffix else ""))
             axis.grid(alpha=0.3)
         axes[0].legend(fontsize="small", title="policy", title_fontsize="small")
         name = "budget_curves" + (f"_{_slug(suffix)}" if suffix else "") + ".png"
@@ -115,7 +116,7 @@ def plot_reader_ladder(contrast_data: pd.DataFrame | None, layout: Layout, metri
     axis.axhline(0.0, color="grey", linewidth=1, linestyle="--")
     axis.set_xticks(range(len(readers)), readers, rotation=20)
     axis.set_xlabel("reader (ordered by size)")
-    axis.set_ylabel(f"Δ mean {HEADINGS.get(metric, metric)} vs baseline")
+    axis.set_ylabel(f"Δ mean {heading(metric)} vs baseline")
     baselines = ", ".join(sorted({str(b) for b in data.get("baseline_name", data["baseline"])}))
     axis.set_title(f"Reader-scale ladder: policy − baseline ({baselines})", fontsize="medium")
     axis.grid(alpha=0.3)

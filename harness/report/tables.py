@@ -1,18 +1,27 @@
-"""The report's sections 0-6 as tables (the diversity study is in ``harness.report.diversity``): each a numeric frame (written as CSV) and a formatted one (markdown and
-terminal). A section whose columns or variation are absent from the rows yields no table.
+"""The report's sections 0-6 as tables (the diversity study is in ``harness.report.diversity``): each a
+numeric frame (written as CSV) and a formatted one (markdown and terminal, ``harness.report.formatting``).
+A section whose columns or variation are absent from the rows yields no table.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from harness.metrics.registry import (
+    ALL_GOLD_AT_K,
+    ANSWER_IN_CONTEXT,
+    CONTEXT_TOKENS,
+    EM,
+    F1,
+    RECALL_AT_K,
+    metric_names,
+)
+from harness.report.formatting import ReportTable, fixed, fmt, fmt_ci, fmt_p, heading
 from harness.report.load import (
     COMPONENT_COLUMNS,
     Layout,
@@ -23,35 +32,28 @@ from harness.report.load import (
     varies,
 )
 from harness.stats.analyses import (
-    clustered_mean_ci,
     diagnostic_correlations,
     gain_decomposition,
-    grouped_clustered_mean_ci,
     holm_adjust,
     incremental_validity,
     oracle_headroom,
     paired_contrast,
 )
+from harness.stats.bootstrap import clustered_mean_ci, grouped_clustered_mean_ci
 from harness.stats.protocol import DiversityStudy
 
 log = logging.getLogger(__name__)
 
-POLICY_METRICS = ("f1", "em", "answer_in_context", "answer_in_context_graded", "gold_doc_coverage",
-                  "all_gold_in_reader", "context_tokens")
-DIAGNOSTICS = ("answer_in_context", "answer_in_context_graded", "gold_doc_coverage", "all_gold_in_reader",
-               "gold_token_density", "recall_at_k", "all_gold_at_k")
-HEADINGS = {
-    "f1": "F1", "em": "EM", "answer_in_context": "answer in ctx", "answer_in_context_graded": "graded",
-    "gold_doc_coverage": "gold cov.", "all_gold_in_reader": "all gold", "context_tokens": "ctx tokens",
-    "gold_token_density": "gold density", "recall_at_k": "recall@k", "all_gold_at_k": "all gold@k",
-    "s_recall": "S-Recall",
-}
+POLICY_METRICS = metric_names(policy_table=True)
+DIAGNOSTICS = metric_names(diagnostic=True)
+# The reader scores that diagnostics are validated against and subsets are scored by.
+OUTCOMES = (F1, EM)
 DEFAULT_BASELINES = ("packed", "knn")
 
 
 @dataclass(frozen=True)
 class Options:
-    metric: str = "f1"
+    metric: str = F1
     baseline: str | None = None
     n_resamples: int = 10000
     study_resamples: int = 1999
@@ -59,16 +61,6 @@ class Options:
     seed: int = 0
     val_fraction: float = 0.2
     reference: str = "knn"
-
-
-@dataclass
-class ReportTable:
-    name: str               # file stem of the CSV
-    title: str
-    data: pd.DataFrame      # numbers, written as CSV
-    display: pd.DataFrame   # formatted strings, for markdown and the terminal
-    note: str = ""
-    footnote: str = ""      # printed under the table (the MMR lambda its rows used)
 
 
 @dataclass
@@ -88,45 +80,7 @@ class Report:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# formatting
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
-        return "–"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else ""
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        if abs(value) >= 1000:
-            return f"{value:.0f}"
-        return _fixed(value, digits)
-    return str(value)
-
-
-def _fixed(value: float, digits: int) -> str:
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no '-0.000'
-
-
-def fmt_ci(mean: float, low: float, high: float, digits: int = 3) -> str:
-    if isinstance(mean, float) and math.isnan(mean):
-        return "–"
-    digits = 1 if abs(mean) >= 100 else digits
-    if math.isnan(low) or math.isnan(high):
-        return _fixed(mean, digits)
-    return f"{_fixed(mean, digits)} [{_fixed(low, digits)}, {_fixed(high, digits)}]"
-
-
-def fmt_p(p: float) -> str:
-    if isinstance(p, float) and math.isnan(p):
-        return "–"
-    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
-
-
-def heading(column: str) -> str:
-    return HEADINGS.get(column, short_name(column))
+# helpers
 
 
 def _ci_columns(prefix: str, values: tuple[float, float, float]) -> dict[str, float]:
@@ -194,7 +148,7 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
         **{short_name(k): data[k].map(format_value) for k in layout.settings},
         **{short_name(c): data[c].map(format_value) for c in label_columns},
         "n": data["n_questions"].map(fmt),
-        **{heading(m): [fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], digits=1 if m == "context_tokens" else 3)
+        **{heading(m): [fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], digits=1 if m == CONTEXT_TOKENS else 3)
                         for _, r in data.iterrows()] for m in metrics},
     })
     data["policy"] = data["policy"].astype(str)
@@ -208,7 +162,7 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
 
 
 def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]:
-    outcomes = [o for o in ("f1", "em") if has_values(rows, o)]
+    outcomes = [o for o in OUTCOMES if has_values(rows, o)]
     diagnostics = [d for d in DIAGNOSTICS if has_values(rows, d) and varies(rows[d].dropna())]
     if not outcomes or not diagnostics:
         return []
@@ -225,14 +179,14 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
     tables = [ReportTable("diagnostic_validity", "Diagnostic validity: correlation with reader scores", wide,
                           display, "Pooled over policy x question x seed rows.")]
 
-    if has_values(rows, "answer_in_context") and rows["answer_in_context"].dropna().isin([0, 1]).all():
+    if has_values(rows, ANSWER_IN_CONTEXT) and rows[ANSWER_IN_CONTEXT].dropna().isin([0, 1]).all():
         records, shown = [], []
         for flag in (1.0, 0.0):
-            subset = rows[rows["answer_in_context"] == flag]
+            subset = rows[rows[ANSWER_IN_CONTEXT] == flag]
             summary = clustered_mean_ci(subset, outcomes, "qkey", options.n_resamples, options.confidence,
                                         options.seed)
-            record = {"answer_in_context": int(flag), "n_rows": len(subset),
-                      "share_of_rows": len(subset) / rows["answer_in_context"].notna().sum()}
+            record = {ANSWER_IN_CONTEXT: int(flag), "n_rows": len(subset),
+                      "share_of_rows": len(subset) / rows[ANSWER_IN_CONTEXT].notna().sum()}
             for outcome in outcomes:
                 record.update(_ci_columns(outcome, summary[outcome]))
             records.append(record)
@@ -250,13 +204,13 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
 
 
 def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTable | None:
-    needed = (options.metric, "recall_at_k", "answer_in_context")
+    needed = (options.metric, RECALL_AT_K, ANSWER_IN_CONTEXT)
     if not all(has_values(rows, c) for c in needed):
         return None
     complete = rows.dropna(subset=list(needed))
     if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
         return None
-    result = incremental_validity(rows, outcome=options.metric, base="recall_at_k", added="answer_in_context",
+    result = incremental_validity(rows, outcome=options.metric, base=RECALL_AT_K, added=ANSWER_IN_CONTEXT,
                                   cluster="qkey", n_resamples=options.n_resamples,
                                   confidence=options.confidence, seed=options.seed)
     m = heading(options.metric)
@@ -285,20 +239,20 @@ def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTa
 
 
 def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
-    if not (has_values(rows, "all_gold_at_k") and has_values(rows, "answer_in_context")):
+    if not (has_values(rows, ALL_GOLD_AT_K) and has_values(rows, ANSWER_IN_CONTEXT)):
         return None
-    perfect = rows[(rows["all_gold_at_k"] == 1) & rows["answer_in_context"].notna()]
+    perfect = rows[(rows[ALL_GOLD_AT_K] == 1) & rows[ANSWER_IN_CONTEXT].notna()]
     if perfect.empty:
         return None
-    outcomes = [o for o in ("f1", "em") if has_values(rows, o)]
-    perfect = perfect.assign(dropped=(perfect["answer_in_context"] == 0).astype(float))
+    outcomes = [o for o in OUTCOMES if has_values(rows, o)]
+    perfect = perfect.assign(dropped=(perfect[ANSWER_IN_CONTEXT] == 0).astype(float))
     several = perfect["policy"].nunique() > 1 or any(perfect[k].nunique() > 1 for k in layout.settings)
     # Score columns masked to NaN outside their answer-in / answer-dropped subset, so one question-clustered
     # bootstrap gives every conditional mean (a ratio over the drawn questions' rows).
     split_columns = {}
     for outcome in outcomes:
         for flag, name in ((1.0, "in"), (0.0, "dropped")):
-            split_columns[f"{outcome}_answer_{name}"] = perfect[outcome].where(perfect["answer_in_context"] == flag)
+            split_columns[f"{outcome}_answer_{name}"] = perfect[outcome].where(perfect[ANSWER_IN_CONTEXT] == flag)
     perfect = perfect.assign(**split_columns)
     measured = ["dropped", *split_columns]
     boot = (options.n_resamples, options.confidence, options.seed)
@@ -399,7 +353,7 @@ def contrast_tables(
     column, value = resolved
     components = policy_components(rows, layout)
     partners = baseline_partners(components, column, value)
-    with_flag = has_values(rows, "answer_in_context")
+    with_flag = has_values(rows, ANSWER_IN_CONTEXT)
     records, decompositions = [], []
     for keys, group in iter_groups(rows, layout.settings):
         by_policy = {p: g for p, g in group.groupby("policy", observed=True)}
@@ -419,7 +373,7 @@ def contrast_tables(
                 if with_flag:
                     decompositions.append({**keys, "policy": str(policy), "baseline": str(base),
                                            **gain_decomposition(by_policy[policy], by_policy[base], metric,
-                                                                "answer_in_context", question="qkey")})
+                                                                ANSWER_IN_CONTEXT, question="qkey")})
     if not records:
         return [], None
     data = pd.DataFrame(records)
@@ -506,59 +460,9 @@ def mmr_footnote(rows: pd.DataFrame) -> str:
         lambdas = pd.to_numeric(rows.loc[rows[component].astype(str) == value, column], errors="coerce").dropna()
         if lambdas.empty:
             continue
-        shown = ", ".join(_fixed(v, 2).rstrip("0").rstrip(".") for v in sorted(lambdas.unique()))
+        shown = ", ".join(fixed(v, 2).rstrip("0").rstrip(".") for v in sorted(lambdas.unique()))
         where = "rule's inner MMR" if value == "rule" else f"{component}={value}"
         clauses.append(f"{where} λ = {shown}")
     if not clauses:
         return ""
     return f"MMR λ: {'; '.join(clauses)} (harness default {DEFAULT_LAMBDA}: 1 = relevance only)."
-
-
-# ----------------------------------------------------------------------------------------------------------
-# rendering
-
-
-def _escape(cell: Any) -> str:
-    return str(cell).replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(frame: pd.DataFrame) -> str:
-    header = [_escape(c) for c in frame.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for values in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_escape(v) for v in values) + " |")
-    return "\n".join(lines)
-
-
-def render_markdown(report: Report, title: str, preamble: Sequence[str] = (), plots: Sequence[str] = ()) -> str:
-    parts = [f"# {title}", "", *preamble]
-    for table in report.tables:
-        parts += ["", f"## {table.title}", ""]
-        if table.note:
-            parts += [table.note, ""]
-        parts += [to_markdown(table.display), ""]
-        if table.footnote:
-            parts += [table.footnote, ""]
-        parts += [f"CSV: `{table.name}.csv`"]
-    if plots:
-        parts += ["", "## Plots", ""]
-        parts += [f"![{name}]({name})" for name in plots]
-    return "\n".join(parts) + "\n"
-
-
-def _lookshas_values(cells: pd.Series) -> bool:
-    return bool(len(cells)) and cells.map(lambda c: str(c)[:1] in set("0123456789-–<.")).all()
-
-
-def print_tables(report: Report, console) -> None:
-    from rich.table import Table
-
-    for table in report.tables:
-        caption = "\n".join(text for text in (table.note, table.footnote) if text)
-        view = Table(title=table.title, caption=caption or None, caption_justify="left")
-        for column in table.display.columns:
-            view.add_column(str(column), justify="right" if _lookshas_values(table.display[column]) else "left",
-                            overflow="fold")
-        for values in table.display.itertuples(index=False):
-            view.add_row(*(str(v) for v in values))
-        console.print(view)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 
+from harness.metrics.registry import QASPER_F1
+from harness.report.formatting import ReportTable, fmt
 from harness.report.load import Layout
-from harness.report.tables import Options, ReportTable, fmt
+from harness.report.tables import Options
 from harness.stats.bootstrap import bootstrap_mean_ci
 
 
 def score_by_question_type_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
     """Mean score per question type and policy (QASPER: extractive / abstractive / yes-no / unanswerable)."""
-    metric = "qasper_f1" if "qasper_f1" in rows and rows["qasper_f1"].notna().any() else options.metric
+    metric = QASPER_F1 if QASPER_F1 in rows and rows[QASPER_F1].notna().any() else options.metric
     if "qtype" not in rows or rows["qtype"].nunique() < 2 or metric not in rows:
         return None
-    type_column = "qasper_answer_type" if metric == "qasper_f1" and "qasper_answer_type" in rows else "qtype"
+    type_column = "qasper_answer_type" if metric == QASPER_F1 and "qasper_answer_type" in rows else "qtype"
     records = []
     for (policy, qtype), group in rows.groupby(["policy", type_column], sort=True):
         mean, low, high = bootstrap_mean_ci(group[metric].to_numpy(float), n_resamples=min(options.n_resamples, 2000),
@@ -30,6 +33,14 @@ def score_by_question_type_table(rows: pd.DataFrame, layout: Layout, options: Op
     display.insert(1, "n", display["question_type"].map(counts))
     return ReportTable("score_by_question_type", f"{metric} by question type", data,
                        display, note=f"Mean {metric} per question type (rows pooled over seeds); CIs in the CSV.")
+
+
+def relative_change(value: float, reference: float, quantity: str, smaller: str) -> str:
+    """``value`` against ``reference`` in words: "80.0% fewer summary nodes", "13.0% more build time"."""
+    change = value / reference - 1 if reference else math.nan
+    if not math.isfinite(change):
+        return f"{quantity} not comparable"
+    return f"{abs(change):.1%} {'more' if change > 0 else smaller} {quantity}"
 
 
 def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
@@ -55,9 +66,10 @@ def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Rep
     data = pd.DataFrame(records)
     if len(data) >= 2 and {"raptor", "dtcrs"} <= set(data["tree"]):
         raptor, dtcrs = (data.set_index("tree").loc[name] for name in ("raptor", "dtcrs"))
-        note = (f"DTCRS vs RAPTOR: {1 - dtcrs.summary_nodes_mean / raptor.summary_nodes_mean:+.1%} fewer summary nodes, "
-                f"{1 - dtcrs.build_s_mean_fresh / raptor.build_s_mean_fresh:+.1%} less build time per question "
-                "(fresh builds only; RAPTOR builds once per document and DTCRS once per question).")
+        nodes = relative_change(dtcrs.summary_nodes_mean, raptor.summary_nodes_mean, "summary nodes", "fewer")
+        seconds = relative_change(dtcrs.build_s_mean_fresh, raptor.build_s_mean_fresh, "build time", "less")
+        note = (f"DTCRS vs RAPTOR: {nodes}, {seconds} per question (fresh builds only; RAPTOR builds once per "
+                "document and DTCRS once per question).")
     else:
         note = "Build time over fresh (uncached) builds only."
     display = data.copy()

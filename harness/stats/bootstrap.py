@@ -1,8 +1,12 @@
-"""Bootstrap confidence intervals and paired comparisons over per-question result rows.
+"""Bootstrap confidence intervals and paired comparisons over per-question result rows: the generic
+resampling helpers every analysis and report section draws on.
 
 Plain and paired resampling go through :func:`scipy.stats.bootstrap` (percentile method, which
 stays finite on constant data). Resampling whole clusters of rows, i.e. all rows of one question
-together, has no library counterpart and is written here, vectorised for the mean.
+together, has no library counterpart and is written here, vectorised for the mean
+(:func:`clustered_bootstrap`; per-group means with one shared set of draws:
+:func:`grouped_clustered_mean_ci`). :func:`percentile_interval` and :func:`bootstrap_p_value` read an
+interval and a two-sided p-value off any bootstrap distribution.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,14 +73,38 @@ def bootstrap_mean_ci(
     return mean, float(interval.low), float(interval.high)
 
 
+def bootstrap_p_value(distribution: Any) -> float:
+    """Two-sided p of 'mean is 0' from a bootstrap distribution of the mean, as in ``paired_bootstrap``:
+    2 * min(P(d* <= 0), P(d* >= 0)), each with a +1 correction, capped at 1. NaN draws are ignored."""
+    draws = np.asarray(distribution, dtype=float)
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return math.nan
+    at_most = (np.count_nonzero(draws <= 0) + 1) / (draws.size + 1)
+    at_least = (np.count_nonzero(draws >= 0) + 1) / (draws.size + 1)
+    return float(min(1.0, 2.0 * min(at_most, at_least)))
+
+
+def percentile_interval(distribution: Any, confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the finite bootstrap draws (NaN, NaN when there are none)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    draws = np.asarray(distribution, dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if draws.size == 0:
+        return math.nan, math.nan
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(draws, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 def paired_bootstrap(
     a: Any, b: Any, n_resamples: int = 10000, confidence: float = 0.95, seed: int = 0
 ) -> dict[str, float]:
     """Paired comparison of two systems' per-question values (``a`` minus ``b``).
 
     Questions where either value is NaN are dropped. The p-value is two-sided from the bootstrap
-    distribution of the mean difference: 2 * min(P(d* <= 0), P(d* >= 0)), each with a +1 correction
-    so it is never exactly 0, capped at 1.
+    distribution of the mean difference (:func:`bootstrap_p_value`).
     """
     _check_resampling_args(n_resamples, confidence)
     first = np.asarray(a, dtype=float)
@@ -93,14 +122,11 @@ def paired_bootstrap(
     if n == 1:
         return {"mean_diff": mean_diff, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": 1}
     result = _percentile_bootstrap(diffs, n_resamples, confidence, seed)
-    resampled = result.bootstrap_distribution
-    at_most_zero = (np.count_nonzero(resampled <= 0) + 1) / (n_resamples + 1)
-    at_least_zero = (np.count_nonzero(resampled >= 0) + 1) / (n_resamples + 1)
     return {
         "mean_diff": mean_diff,
         "ci_low": float(result.confidence_interval.low),
         "ci_high": float(result.confidence_interval.high),
-        "p_value": float(min(1.0, 2.0 * min(at_most_zero, at_least_zero))),
+        "p_value": bootstrap_p_value(result.bootstrap_distribution),
         "n": n,
     }
 
@@ -184,6 +210,81 @@ def clustered_bootstrap(
             rows = order[positions]
             results.append(statistic(values.iloc[rows] if is_pandas else array[rows]))
     return np.asarray(results)
+
+
+def grouped_clustered_mean_ci(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    cluster: str,
+    by: Sequence[str] = (),
+    n_resamples: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per group of ``by``: each column's NaN-ignoring row mean and its percentile interval from a bootstrap
+    that resamples whole clusters (a question with all its seeds).
+
+    All groups and columns share one set of cluster draws. Each drawn cluster brings its per-group sums and
+    row counts, so a resampled mean is (sum over drawn clusters) / (rows of drawn clusters) -- the pooled row
+    mean, as if the rows themselves had been resampled cluster by cluster -- and a group without some
+    cluster simply gets no rows from it. Returns one row per group with ``<column>``, ``<column>_ci_low``,
+    ``<column>_ci_high`` (NaN interval with fewer than two clusters).
+    """
+    columns, by = list(columns), list(by)
+    missing = [c for c in (*columns, cluster, *by) if c not in frame.columns]
+    if missing:
+        raise KeyError(f"columns not in the frame: {missing}")
+    if frame.empty:
+        raise ValueError("grouped_clustered_mean_ci needs at least one row")
+    values = frame[columns].astype(float)
+    keys = [frame[cluster], *(frame[b] for b in by)]
+    sums = values.fillna(0.0).groupby(keys, sort=True, observed=True, dropna=False).sum()
+    counts = values.notna().astype(float).groupby(keys, sort=True, observed=True, dropna=False).sum()
+    if by:  # clusters x (group, column)
+        sums = sums.unstack(list(range(1, len(by) + 1)), fill_value=0.0)
+        counts = counts.unstack(list(range(1, len(by) + 1)), fill_value=0.0)
+        counts = counts.reindex(columns=sums.columns, fill_value=0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = sums.sum(axis=0).to_numpy() / counts.sum(axis=0).to_numpy()
+        if len(sums) >= 2:
+            stacked = np.hstack([sums.to_numpy(), counts.to_numpy()])
+            draws = clustered_bootstrap(stacked, np.arange(len(sums)), "mean", n_resamples, seed)
+            width = sums.shape[1]
+            ratios = draws[:, :width] / draws[:, width:]
+        else:
+            ratios = np.full((1, sums.shape[1]), np.nan)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no usable resample
+        ratios = np.where(np.isfinite(ratios), ratios, np.nan)
+        low, high = np.nanpercentile(ratios, [tail, 100.0 - tail], axis=0)
+    result = pd.DataFrame({"mean": point, "ci_low": low, "ci_high": high}, index=sums.columns)
+    if not by:
+        return pd.DataFrame([{name: result.loc[c, stat] for c in columns for stat, name in
+                              (("mean", c), ("ci_low", f"{c}_ci_low"), ("ci_high", f"{c}_ci_high"))}])
+    result.index.names = ["__column__", *by]
+    wide = result.unstack("__column__")  # groups x (stat, column)
+    out = pd.DataFrame(index=wide.index)
+    for column in columns:
+        out[column] = wide[("mean", column)]
+        out[f"{column}_ci_low"] = wide[("ci_low", column)]
+        out[f"{column}_ci_high"] = wide[("ci_high", column)]
+    return out.reset_index()
+
+
+def clustered_mean_ci(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    cluster: str,
+    n_resamples: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[float, float, float]]:
+    """(mean, low, high) per column for one group of rows; see ``grouped_clustered_mean_ci``."""
+    if frame.empty:
+        return {c: (math.nan, math.nan, math.nan) for c in columns}
+    row = grouped_clustered_mean_ci(frame, columns, cluster, (), n_resamples, confidence, seed).iloc[0]
+    return {c: (float(row[c]), float(row[f"{c}_ci_low"]), float(row[f"{c}_ci_high"])) for c in columns}
 
 
 def summarize_columns(df: pd.DataFrame, columns: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:

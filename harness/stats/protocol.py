@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.stats.analyses import bootstrap_p_value, holm_adjust, percentile_interval
-from harness.stats.bootstrap import bootstrap_mean_ci, clustered_bootstrap
+from harness.stats.analyses import holm_adjust
+from harness.stats.bootstrap import bootstrap_mean_ci, bootstrap_p_value, clustered_bootstrap, percentile_interval
 
 SCORE_COLUMNS = ("method", "point", "level", "question", "seed", "value")
 DEFAULT_POINT = "default"
