@@ -83,7 +83,7 @@ _NUMERIC_CELL = re.compile(rf"^(?:{MISSING}|[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+
 
 def is_numeric_column(cells: pd.Series) -> bool:
     """Whether every cell of a formatted column shows a number, so the column is right-aligned."""
-    return bool(len(cells)) and cells.map(lambda cell: bool(_NUMERIC_CELL.match(str(cell)))).all()
+    return bool(len(cells)) and all(_NUMERIC_CELL.match(str(cell)) for cell in cells)
 
 
 # ----------------------------------------------------------------------------------------------------------

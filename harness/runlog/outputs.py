@@ -13,32 +13,13 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
+from harness.metrics.registry import metric_names
 from harness.stats import summarize_columns
 
 log = logging.getLogger(__name__)
 
-SUMMARY_METRICS = [
-    "em",
-    "f1",
-    "answer_in_context",
-    "answer_in_context_graded",
-    "gold_doc_coverage",
-    "all_gold_in_reader",
-    "gold_token_density",
-    "recall_at_k",
-    "all_gold_at_k",
-    "recall",
-    "ndcg",
-    "alpha_ndcg",
-    "s_recall",
-    "err_ia",
-    "apd",
-    "vendi",
-    "pool_redundancy",
-    "diversify.rule_triggered",
-    "context_tokens",
-    "prompt_tokens",
-]
+# Means with bootstrap CIs in summary.json (and the W&B run summary): the registry's summarised metrics.
+SUMMARY_METRICS = metric_names(summary=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

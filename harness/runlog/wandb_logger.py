@@ -9,10 +9,12 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from harness.metrics.registry import metric_names
+
 log = logging.getLogger(__name__)
 
-TABLE_COLUMNS = ["question_id", "question", "gold_answers", "answer", "em", "f1", "answer_in_context",
-                 "answer_in_context_graded", "gold_doc_coverage", "context_tokens", "prompt_tokens"]
+# The per-question W&B table: what identifies the question and its answer, then the registry's W&B metrics.
+TABLE_COLUMNS = ["question_id", "question", "gold_answers", "answer", *metric_names(wandb=True)]
 
 
 def sweep_group() -> str | None:
