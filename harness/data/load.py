@@ -17,13 +17,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from harness.data import beir, dpr, expertqa, hotpotqa, musique, ragbench, squad, twowiki
 from harness.data.demo import demo_file
 from harness.data.errors import DatasetFormatError
 from harness.data.io import read_records
 from harness.data.records import RecordContext, peek_id
+from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
 from harness.types import Example
 
@@ -181,22 +180,15 @@ def load_dataset(
     split: str | None = None,
     setting: str | None = None,
 ) -> list[Example]:
-    """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``.
-
-    The subsample is ``numpy.random.default_rng(seed).choice`` without replacement, returned in
-    file order; a ``sample_size`` at or above the file's size keeps every example. A relative
+    """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``
+    (:func:`harness.data.sampling.subsample`: drawn with ``seed``, in file order). A relative
     ``path`` is taken from the directory the program was started in, also under Hydra (which may
     change the working directory). ``path=None`` is the packaged demo set.
     """
-    if sample_size is not None and (isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1):
-        raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
+    check_sample_size(sample_size)  # before reading: a bad size fails at once
     if path is not None:
         path = _absolute(path)
-    examples = load_examples(path, layout, name=name, split=split, setting=setting)
-    if sample_size is None or sample_size >= len(examples):
-        return examples
-    chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
-    return [examples[i] for i in chosen]
+    return subsample(load_examples(path, layout, name=name, split=split, setting=setting), sample_size, seed)
 
 
 def _absolute(path: str | Path) -> Path:

@@ -20,18 +20,14 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 from harness.data.io import read_text
-from harness.data.quality import html_paragraphs
+from harness.data.longdoc import Chunker
 from harness.data.records import RecordContext
+from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import (
-    DEFAULT_CHUNK_TOKENS,
-    chunk_paragraphs,
-    resolve_token_counter,
-)
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
+from harness.text.html import html_paragraphs
 from harness.types import Document, Example
 
 SPLITS = ("train", "valid", "test")
@@ -108,10 +104,11 @@ def load_narrativeqa(
     summaries_file: str = "third_party/wikipedia/summaries.csv",
 ) -> list[Example]:
     """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module
-    docstring). ``tokenizer``: chunk-size counting, ``None`` for whitespace words, ``offline:smollm2``
-    or a tokenizer id/path."""
+    docstring). ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked
+    (:class:`Chunker`); ``sample_size``: a subset drawn with ``seed`` (:func:`subsample`)."""
     from hydra.utils import to_absolute_path
 
+    check_sample_size(sample_size)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if context not in CONTEXTS:
@@ -125,7 +122,7 @@ def load_narrativeqa(
     qaps_path = root / "qaps.csv"
     qaps = read_csv(qaps_path, ("document_id", "set", "question", "answer1", "answer2"))
     qaps = [(i, row) for i, row in enumerate(qaps) if row["set"] == split]
-    # Read every file before the tokenizer loads, so a malformed one fails at once.
+    # Every file is read and checked before the first chunk loads the tokenizer.
 
     if context == "summaries":
         path = root / summaries_file
@@ -152,7 +149,7 @@ def load_narrativeqa(
             raw = story.read_text(encoding="utf-8", errors="replace")
             texts[doc_id] = story_paragraphs(raw, row["story_start"], row["story_end"])
 
-    count = resolve_token_counter(tokenizer, models_dir).count
+    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     chunked: dict[str, tuple[Document, ...]] = {}
     examples: list[Example] = []
     for index, row in qaps:
@@ -167,13 +164,10 @@ def load_narrativeqa(
             raise DatasetFormatError(qaps_path, f"document {doc_id!r} has no {context[:-1]}", index=index,
                                      record_id=doc_id, field="document_id")
         if doc_id not in chunked:
-            chunks = chunk_paragraphs(texts[doc_id], chunk_tokens, count)
-            if not chunks:
+            chunked[doc_id] = chunker.documents(doc_id, texts[doc_id])
+            if not chunked[doc_id]:
                 raise DatasetFormatError(qaps_path, f"document {doc_id!r}: empty {context[:-1]}", index=index,
                                          record_id=doc_id, field="document_id")
-            chunked[doc_id] = tuple(
-                Document(doc_id=f"{doc_id}::chunk{i:03d}", title="", sentences=c.sentences) for i, c in enumerate(chunks)
-            )
         examples.append(
             Example(
                 question_id=f"{doc_id}::q{index}",
@@ -188,9 +182,4 @@ def load_narrativeqa(
                 metadata={"document_id": doc_id, "context": context},
             )
         )
-    if sample_size is not None and sample_size < len(examples):
-        if sample_size < 1:
-            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
-        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
-        examples = [examples[i] for i in chosen]
-    return examples
+    return subsample(examples, sample_size, seed)

@@ -21,19 +21,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_text, text_position
 from harness.data.load import split_from_filename
+from harness.data.longdoc import Chunker
 from harness.data.records import RecordContext
+from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import (
-    DEFAULT_CHUNK_TOKENS,
-    chunk_paragraphs,
-    resolve_token_counter,
-)
-from harness.types import Document, Example
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
+from harness.types import Example
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
@@ -134,8 +130,7 @@ def answer_text_and_type(answer: dict[str, Any]) -> tuple[str, str]:
 
 def paper_examples(
     paper: _Paper,
-    chunk_tokens: int,
-    count,
+    chunker: Chunker,
     dataset: str,
     split: str,
     include_abstract: bool,
@@ -164,14 +159,11 @@ def paper_examples(
     if not paragraphs:
         raise paper.error("paper has no full-text paragraphs", "full_text")
 
-    chunks = chunk_paragraphs(paragraphs, chunk_tokens, count)
-    documents = tuple(
-        Document(doc_id=f"{pid}::chunk{i:03d}", title=paragraph_section[c.sources[0]], sentences=c.sentences)
-        for i, c in enumerate(chunks)
-    )
+    chunks = chunker.chunks(pid, paragraphs, paragraph_section)
+    documents = tuple(doc for doc, _ in chunks)
     chunks_of_paragraph: dict[str, list[str]] = {}
-    for doc, chunk in zip(documents, chunks):
-        for p in chunk.sources:
+    for doc, sources in chunks:
+        for p in sources:
             chunks_of_paragraph.setdefault(paragraphs[p], []).append(doc.doc_id)
 
     try:
@@ -219,7 +211,7 @@ def paper_examples(
                     "paper_title": title,
                     "answer_types": tuple(types),
                     "evidence": tuple(tuple(ev) for ev in evidence),
-                    "chunk_tokens": chunk_tokens,
+                    "chunk_tokens": chunker.chunk_tokens,
                 },
             )
         )
@@ -240,19 +232,19 @@ def load_qasper(
 ) -> list[Example]:
     """QASPER questions as Examples (see the module docstring).
 
-    ``tokenizer``: how chunk sizes are counted: ``None`` for whitespace words, ``offline:smollm2`` (the
-    packaged reader's tokenizer) or a tokenizer hub id / path. ``answer_types`` keeps only questions
-    whose first annotator's answer has one of these types. ``sample_size`` draws a reproducible subset
-    (``numpy.random.default_rng(seed)``, kept in file order).
+    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked (:class:`Chunker`).
+    ``answer_types`` keeps only questions whose first annotator's answer has one of these types.
+    ``sample_size`` draws a reproducible subset with ``seed`` (:func:`subsample`, in file order).
     """
     from hydra.utils import to_absolute_path
 
+    check_sample_size(sample_size)
     path = check_file(to_absolute_path(str(path)), "QASPER file")
     if answer_types is not None:
         unknown = [t for t in answer_types if t not in ANSWER_TYPES]
         if unknown:
             raise ValueError(f"unknown answer_types {unknown}; choose from {ANSWER_TYPES}")
-    count = resolve_token_counter(tokenizer, models_dir).count
+    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="papers")
@@ -261,13 +253,8 @@ def load_qasper(
         paper = _Paper(path, index, record)
         ctx = RecordContext(path, index, paper.id)
         checks.unique(paper.get("id", str), ctx, "id", what="paper id")
-        for example in paper_examples(paper, chunk_tokens, count, name, split, include_abstract):
+        for example in paper_examples(paper, chunker, name, split, include_abstract):
             questions.unique(example.question_id, ctx, "qas", where=f"record {index} (id {paper.id!r})")
             if answer_types is None or example.qtype in answer_types:
                 examples.append(example)
-    if sample_size is not None and sample_size < len(examples):
-        if sample_size < 1:
-            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
-        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
-        examples = [examples[i] for i in chosen]
-    return examples
+    return subsample(examples, sample_size, seed)

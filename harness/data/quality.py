@@ -21,84 +21,21 @@ lettered options, so the reader can choose among them.
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
 from harness.data.load import split_from_filename
+from harness.data.longdoc import Chunker
 from harness.data.records import RecordContext
+from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import (
-    DEFAULT_CHUNK_TOKENS,
-    chunk_paragraphs,
-    resolve_token_counter,
-)
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
+from harness.text.html import html_paragraphs
 from harness.types import Document, Example
 
 LETTERS = "ABCDEFGHIJ"
-_BLOCK_TAGS = frozenset(["p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "hr", "table", "tr", "title", "body", "html"])
-_SKIP_TAGS = frozenset(["script", "style", "head"])
-
-
-class _ParagraphParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.paragraphs: list[str] = []
-        self._current: list[str] = []
-        self._skip = 0
-        self._breaks = 0  # consecutive <br> since the last text
-
-    def _flush(self) -> None:
-        text = " ".join("".join(self._current).split())
-        if text:
-            self.paragraphs.append(text)
-        self._current = []
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in _SKIP_TAGS:
-            self._skip += 1
-        elif tag in _BLOCK_TAGS:
-            self._flush()
-        elif tag == "br":
-            self._breaks += 1
-            if self._breaks >= 2:  # a blank line inside a block separates paragraphs
-                self._flush()
-            else:
-                self._current.append(" ")
-
-    def handle_startendtag(self, tag: str, attrs) -> None:
-        self.handle_starttag(tag, attrs)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP_TAGS:
-            self._skip = max(0, self._skip - 1)
-        elif tag in _BLOCK_TAGS:
-            self._flush()
-
-    def handle_data(self, data: str) -> None:
-        if self._skip:
-            return
-        if data.strip():
-            self._breaks = 0
-        self._current.append(data)
-
-    def close(self) -> None:
-        super().close()
-        self._flush()
-
-
-def html_paragraphs(html: str) -> list[str]:
-    """Paragraph texts of an HTML document (whitespace collapsed, scripts and styles dropped)."""
-    parser = _ParagraphParser()
-    parser.feed(html)
-    parser.close()
-    return parser.paragraphs
-
-
 def format_question(question: str, options: list[str]) -> str:
     lines = [question.strip()] + [f"({LETTERS[i]}) {opt.strip()}" for i, opt in enumerate(options)]
     return "\n".join(lines)
@@ -178,14 +115,15 @@ def load_quality(
     options_in_question: bool = True,
     hard_only: bool = False,
 ) -> list[Example]:
-    """QuALITY questions as Examples (see the module docstring). ``tokenizer``: chunk-size counting,
-    ``None`` for whitespace words, ``offline:smollm2`` or a tokenizer id/path."""
+    """QuALITY questions as Examples (see the module docstring). ``chunk_tokens``, ``tokenizer``,
+    ``models_dir``: how articles are chunked (:class:`Chunker`); ``sample_size``: a subset drawn with
+    ``seed`` (:func:`subsample`)."""
     from hydra.utils import to_absolute_path
 
+    check_sample_size(sample_size)
     path = check_file(to_absolute_path(str(path)), "QuALITY file")
-    # Read before the tokenizer loads, so a malformed file fails at once.
     records = read_records(path)
-    count = resolve_token_counter(tokenizer, models_dir).count
+    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="questions")
@@ -211,11 +149,7 @@ def load_quality(
             paragraphs = html_paragraphs(article)
             if not paragraphs:
                 raise fail("article has no text after HTML stripping", "article")
-            chunks = chunk_paragraphs(paragraphs, chunk_tokens, count)
-            chunk_cache[article] = tuple(
-                Document(doc_id=f"{article_id}::chunk{i:03d}", title="", sentences=c.sentences)
-                for i, c in enumerate(chunks)
-            )
+            chunk_cache[article] = chunker.documents(article_id, paragraphs)
         documents = chunk_cache[article]
 
         for q in questions:
@@ -261,9 +195,4 @@ def load_quality(
     checks.finish(total, labelled)
     if not examples:
         raise DatasetFormatError(path, "no hard questions (hard_only=true)")
-    if sample_size is not None and sample_size < len(examples):
-        if sample_size < 1:
-            raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
-        chosen = np.sort(np.random.default_rng(seed).choice(len(examples), size=sample_size, replace=False))
-        examples = [examples[i] for i in chosen]
-    return examples
+    return subsample(examples, sample_size, seed)

@@ -1,0 +1,59 @@
+"""What the long-document loaders (QASPER, QuALITY, NarrativeQA) share.
+
+A question's ``documents`` are the chunks of one long text: its paragraphs split into sentences and
+packed into chunks of at most ``chunk_tokens`` tokens (:mod:`harness.text.chunking`), so dense
+retrieval and every tree share the same leaves. Chunk ids are ``<source id>::chunkNNN``. Questions
+are subsampled like every dataset's (:func:`harness.data.sampling.subsample`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.types import Document
+
+
+@dataclass
+class Chunker:
+    """Cuts long texts into Documents of at most ``chunk_tokens`` tokens.
+
+    ``tokenizer`` says how tokens are counted: ``None`` for whitespace words, ``offline:smollm2`` (the
+    packaged reader's tokenizer, converted into ``models_dir`` on first use) or a tokenizer hub id or
+    folder.
+    """
+
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    tokenizer: str | None = None
+    models_dir: str | Path = ".cache/models"
+
+    @cached_property
+    def count(self) -> Callable[[str], int]:
+        # Loaded at the first chunk, after the loader has read and checked its files: a malformed file
+        # fails at once instead of after a tokenizer load.
+        return resolve_token_counter(self.tokenizer, self.models_dir).count
+
+    def chunks(
+        self, source_id: str, paragraphs: Sequence[str], paragraph_titles: Sequence[str] | None = None
+    ) -> list[tuple[Document, tuple[int, ...]]]:
+        """Each chunk of ``paragraphs`` as a Document with the indices of the paragraphs it holds; a
+        chunk's title is its first paragraph's (``paragraph_titles``), else empty."""
+        chunks = chunk_paragraphs(paragraphs, self.chunk_tokens, self.count)
+        return [
+            (
+                Document(
+                    doc_id=f"{source_id}::chunk{i:03d}",
+                    title=paragraph_titles[chunk.sources[0]] if paragraph_titles is not None else "",
+                    sentences=chunk.sentences,
+                ),
+                chunk.sources,
+            )
+            for i, chunk in enumerate(chunks)
+        ]
+
+    def documents(self, source_id: str, paragraphs: Sequence[str]) -> tuple[Document, ...]:
+        """The chunks of ``paragraphs`` as untitled Documents (empty when the text is)."""
+        return tuple(document for document, _ in self.chunks(source_id, paragraphs))
