@@ -69,7 +69,6 @@ def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
     golds = [gold for _, _, gold in rows]
-    reader.unload()
     return {
         "rung": rung, "backend": backend if backend == "transformers" else f"llama_cpp x{slots}",
         "load_s": load, "seconds": seconds, "s_per_q": seconds / len(rows), "cpu_s_per_q": cpu / len(rows), "qps": len(rows) / seconds,

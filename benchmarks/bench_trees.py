@@ -126,7 +126,7 @@ def main() -> None:
             _dump(args.out, results)
         for e in abstractive if "dtcrs" in build else []:
             pool = pools[e.question_id]
-            dtcrs_lm._memory.clear()
+            dtcrs_lm.response_cache.memory.clear()
             _, info = dtcrs.expand(pool, services)
             coverage = []
             if info.get("built"):

@@ -73,7 +73,6 @@ def main() -> None:
             reader.answer(prompts)
         print(f"| {label} | {load.wall:.1f} | {first.wall:.1f} | {read.wall:.1f} | {read.cpu:.1f} | "
               f"{read.cpu / len(prompts):.2f} | {padding_share(reader, prompts):.1%} |", flush=True)
-        reader.unload()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
+from harness.read.response_cache import ResponseCache
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class CachedChatLM(ABC):
         self.model_id = model_id
         self.system_prompt = system_prompt or ""
         self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="lm_responses") if cache_dir else None
-        self._memory: dict[str, str] = {}
+        self.response_cache: ResponseCache[str] = ResponseCache(self.cache, memory=True)
         self.calls = 0
         self.requests = 0
 
@@ -67,29 +68,22 @@ class CachedChatLM(ABC):
         self.requests += len(prompts)
         if not prompts:
             return []
-        keys = [self.cache_key(p, max_new_tokens) for p in prompts]
-        found: dict[str, Any] = {k: self._memory[k] for k in keys if k in self._memory}
-        if self.cache is not None:
-            found.update(self.cache.get_texts(k for k in keys if k not in found))
-        missing = list(dict.fromkeys(p for p, k in zip(prompts, keys) if k not in found))
-        if missing:
+
+        def generate(missing: list[str], keys: list[str]) -> dict[str, str]:
             self.calls += len(missing)
             log.debug("%s: generating %d of %d prompts", self.name, len(missing), len(prompts))
             outputs = self._generate(missing, max_new_tokens)
             if len(outputs) != len(missing):
                 raise RuntimeError(f"{self.name}: backend returned {len(outputs)} responses for {len(missing)} prompts")
-            new = {self.cache_key(p, max_new_tokens): str(o) for p, o in zip(missing, outputs)}
-            self.save(new)
-            found.update(new)
-        self._memory.update({k: found[k] for k in keys})
-        return [str(found[k]) for k in keys]
+            return {key: str(output) for key, output in zip(keys, outputs)}
+
+        found, _ = self.response_cache.responses(prompts, lambda p: self.cache_key(p, max_new_tokens), generate)
+        return [str(response) for response in found]
 
     def save(self, responses: dict[str, str]) -> None:
         """Cache responses by key (backends that answer one prompt at a time save as they go, so a
         failure part-way through a batch loses nothing already paid for)."""
-        self._memory.update(responses)
-        if self.cache is not None and responses:
-            self.cache.put_texts(responses)
+        self.response_cache.put(responses)
 
     @abstractmethod
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from harness.lm.base import CachedChatLM
 
@@ -16,23 +17,20 @@ log = logging.getLogger(__name__)
 
 
 class LocalChatLM(CachedChatLM):
+    """The weights are named by the reader's model keys (:class:`harness.read.loading.ModelSpec`), as
+    keyword arguments; ``offline_model`` defaults to the packaged SmolLM2."""
+
     backend = "transformers"
 
     def __init__(
         self,
-        pretrained: str | None = None,
-        offline_model: str | None = "smollm2",
-        models_dir: str | Path = ".cache/models",
-        dtype: str = "bfloat16",
-        quantization: str | None = None,
-        device_map: str | dict | None = None,
-        trust_remote_code: bool = False,
         system_prompt: str = "",
         batch_size: int = 8,
         max_input_tokens: int | None = None,
         cache_dir: str | Path | None = None,
         torch_threads: int | None = None,
         name: str = "local",
+        **model: Any,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"{name}: batch_size must be >= 1, got {batch_size}")
@@ -40,20 +38,17 @@ class LocalChatLM(CachedChatLM):
             raise ValueError(f"{name}: torch_threads must be >= 1 or null, got {torch_threads}")
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError(f"{name}: max_input_tokens must be >= 1 or null, got {max_input_tokens}")
-        if pretrained is None and offline_model is None:
+        # Imported here: loading imports torch, which an OpenAI-backed tree never needs.
+        from harness.read.loading import ModelSpec
+
+        spec = ModelSpec.from_config(model, owner=name, offline_model="smollm2")
+        if spec.pretrained is None and spec.offline_model is None:
             raise ValueError(f"{name}: give `pretrained` (hub id or local path) or `offline_model`")
         # An offline model is named by its package, not by the folder it was converted into, so the
         # cache survives a moved models directory.
-        source = f"offline:{offline_model}" if offline_model else str(pretrained)
-        model_id = f"{source}|dtype={dtype}|quant={quantization}|max_in={max_input_tokens}"
+        model_id = f"{spec.source}|dtype={spec.dtype}|quant={spec.quantization}|max_in={max_input_tokens}"
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
-        self.pretrained = pretrained
-        self.offline_model = offline_model
-        self.models_dir = models_dir
-        self.dtype = dtype
-        self.quantization = quantization
-        self.device_map = device_map
-        self.trust_remote_code = trust_remote_code
+        self.spec = spec
         self.batch_size = int(batch_size)
         self.max_input_tokens = max_input_tokens
         self.torch_threads = torch_threads
@@ -61,17 +56,7 @@ class LocalChatLM(CachedChatLM):
         self._tokenizer = None
 
     def _load(self) -> None:
-        from harness.read.loading import load_reader
-
-        self._model, self._tokenizer = load_reader(
-            self.pretrained,
-            dtype=self.dtype,
-            quantization=self.quantization,
-            device_map=self.device_map,
-            trust_remote_code=self.trust_remote_code,
-            offline_model=self.offline_model,
-            models_dir=self.models_dir,
-        )
+        self._model, self._tokenizer = self.spec.load()
         # Causal generation appends on the right, so every prompt in a batch must end flush right.
         self._tokenizer.padding_side = "left"
 

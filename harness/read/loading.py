@@ -1,13 +1,21 @@
-"""Loading a reader model and its tokenizer from a hub id, a local folder or a packaged offline model."""
+"""Loading a reader model and its tokenizer from a hub id, a local folder or a packaged offline model.
+
+``ModelSpec`` holds the settings that say which weights to load and how; the reader and the tree's local
+chat LM build it from the same config keys (``pretrained``, ``offline_model``, ``models_dir``, ``dtype``,
+``quantization``, ``device_map``, ``trust_remote_code``).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from harness.read.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model
+from harness.read.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +134,72 @@ def load_reader(
     model.eval()
     tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)
     return model, tokenizer
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which weights to load and how: an offline model by name (``pretrained`` then names the folder it
+    is converted into) or a hub id / local path, its precision, quantization and placement."""
+
+    pretrained: str | None = None
+    offline_model: str | None = None
+    models_dir: str = str(DEFAULT_MODELS_DIR)
+    dtype: str = "bfloat16"
+    quantization: str | None = None
+    device_map: str | dict | None = None
+    trust_remote_code: bool = False
+
+    def __post_init__(self) -> None:
+        # Config values arrive as DictConfig nodes and paths; the identities below need plain strings.
+        if self.pretrained is not None:
+            object.__setattr__(self, "pretrained", str(self.pretrained))
+        object.__setattr__(self, "models_dir", str(self.models_dir))
+        if self.offline_model is not None:
+            offline_model_spec(self.offline_model)  # an unknown name fails now, not at first use
+        resolve_dtype(self.dtype)
+        if self.quantization not in QUANTIZATIONS:
+            raise ValueError(f"unknown quantization {self.quantization!r}; choose one of {QUANTIZATIONS}")
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any] | None = None, owner: str = "model", **defaults: Any) -> ModelSpec:
+        """The spec from a config node's model keys, ``defaults`` filling the keys it leaves out. Any
+        other key, and any invalid value, is refused naming itself and ``owner`` (``reader 'x'``)."""
+        values = {**defaults, **{str(k): v for k, v in dict(node or {}).items()}}
+        unknown = sorted(set(values) - set(cls.keys()))
+        if unknown:
+            raise TypeError(f"{owner}: unknown model settings {unknown}; allowed {sorted(cls.keys())}")
+        try:
+            return cls(**values)
+        except ValueError as error:
+            raise ValueError(f"{owner}: {error}") from error
+
+    @property
+    def source(self) -> str:
+        """The weights as they enter a cache identity: an offline model by its name (the same on every
+        machine, wherever it was converted), else the hub id or path."""
+        return f"offline:{self.offline_model}" if self.offline_model else str(self.pretrained)
+
+    @property
+    def placed(self) -> bool:
+        """Whether the weights are placed at load time (a device map), so Lightning must leave them."""
+        return default_device_map(self.quantization, self.device_map) is not None
+
+    def load(self):
+        """(model, tokenizer), see :func:`load_reader`."""
+        return load_reader(
+            self.pretrained,
+            dtype=self.dtype,
+            quantization=self.quantization,
+            device_map=self.device_map,
+            trust_remote_code=self.trust_remote_code,
+            offline_model=self.offline_model,
+            models_dir=self.models_dir,
+        )
+
+    def load_tokenizer(self):
+        """The tokenizer alone, see :func:`load_tokenizer`."""
+        return load_tokenizer(self.pretrained, self.trust_remote_code, self.offline_model, self.models_dir)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -48,6 +50,17 @@ class PromptTemplate:
         if self.system.strip():
             text = f"{self.system.strip()}\n\n{text}"
         return f"{text}\n{self.answer_prefix}".rstrip() if self.answer_prefix else text
+
+
+def as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
+    """A template from itself, from a config node (its ``_target_`` ignored) or from nothing (the default)."""
+    if prompt is None:
+        return PromptTemplate()
+    if isinstance(prompt, PromptTemplate):
+        return prompt
+    if isinstance(prompt, Mapping):
+        return PromptTemplate(**{str(k): v for k, v in prompt.items() if str(k) != "_target_"})
+    raise TypeError(f"prompt must be a PromptTemplate or a mapping, got {type(prompt).__name__}")
 
 
 def add_special_tokens_for(template: PromptTemplate, tokenizer) -> bool:

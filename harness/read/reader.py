@@ -23,15 +23,10 @@ from harness.read.llama_cpp import (
     gguf_quantization,
     load_gguf_tokenizer,
 )
-from harness.read.loading import (
-    QUANTIZATIONS,
-    default_device_map,
-    load_reader,
-    load_tokenizer,
-    resolve_dtype,
-)
-from harness.read.offline_models import DEFAULT_MODELS_DIR, ensure_offline_tokenizer, gguf_path, offline_model_spec
-from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
+from harness.read.loading import ModelSpec, resolve_dtype
+from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
+from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
+from harness.read.response_cache import ResponseCache
 from harness.read.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -59,17 +54,6 @@ def _quiet_lightning():
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
-
-
-def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
-    if prompt is None:
-        return PromptTemplate()
-    if isinstance(prompt, PromptTemplate):
-        return prompt
-    if isinstance(prompt, Mapping):
-        fields = {str(k): v for k, v in prompt.items() if str(k) != "_target_"}
-        return PromptTemplate(**fields)
-    raise TypeError(f"prompt must be a PromptTemplate or a mapping, got {type(prompt).__name__}")
 
 
 def _process_count(trainer: Mapping[str, Any]) -> int | None:
@@ -115,18 +99,15 @@ def _cached_response(key: str, entry: Any) -> dict[str, str]:
 
 
 class Reader:
-    """A generator LM behind a response cache, run through ``pl.Trainer.predict``."""
+    """A generator LM behind a response cache, run through ``pl.Trainer.predict``.
+
+    The weights are named by the model keys of :class:`harness.read.loading.ModelSpec` (``pretrained``,
+    ``offline_model``, ``models_dir``, ``dtype``, ``quantization``, ``device_map``,
+    ``trust_remote_code``), given as keyword arguments like every other setting."""
 
     def __init__(
         self,
         name: str,
-        pretrained: str | None = None,
-        offline_model: str | None = None,
-        models_dir: str | Path = DEFAULT_MODELS_DIR,
-        dtype: str = "bfloat16",
-        quantization: str | None = None,
-        device_map: str | dict | None = None,
-        trust_remote_code: bool = False,
         batch_size: int = 8,
         max_new_tokens: int = 24,
         num_beams: int = 1,
@@ -140,14 +121,15 @@ class Reader:
         gguf: str | None = None,
         tokenizer: str | None = None,
         llama_cpp: Mapping[str, Any] | None = None,
+        **model: Any,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"reader {name!r}: unknown backend {backend!r}; choose one of {BACKENDS}")
-        if offline_model is not None:
-            offline_model_spec(offline_model)  # fail on an unknown name now, not at first use
-        elif backend == "llama_cpp" and not gguf:
+        spec = ModelSpec.from_config(model, owner=f"reader {name!r}")
+        offline_model, quantization = spec.offline_model, spec.quantization
+        if offline_model is None and backend == "llama_cpp" and not gguf:
             raise ValueError(f"reader {name!r}: the llama_cpp backend needs `gguf` (a .gguf path) or `offline_model`")
-        elif backend == "transformers" and not pretrained:
+        if offline_model is None and backend == "transformers" and not spec.pretrained:
             raise ValueError(f"reader {name!r} needs `pretrained` (hub id or path) or `offline_model`")
         if batch_size < 1:
             raise ValueError(f"reader {name!r}: batch_size must be >= 1, got {batch_size}")
@@ -157,9 +139,6 @@ class Reader:
             raise ValueError(f"reader {name!r}: num_beams must be >= 1, got {num_beams}")
         if torch_threads is not None and torch_threads < 1:
             raise ValueError(f"reader {name!r}: torch_threads must be >= 1 or null, got {torch_threads}")
-        resolve_dtype(dtype)  # an unknown dtype fails here, naming itself
-        if quantization not in QUANTIZATIONS:
-            raise ValueError(f"reader {name!r}: unknown quantization {quantization!r}; choose one of {QUANTIZATIONS}")
         trainer = dict(DEFAULT_TRAINER, **dict(trainer or {}))
         unknown = set(trainer) - TRAINER_KEYS
         if unknown:
@@ -180,17 +159,11 @@ class Reader:
         llama_settings = LlamaCppSettings.from_mapping(llama_cpp)  # unknown keys fail here, for either backend
 
         self.name = name
-        self.pretrained = None if pretrained is None else str(pretrained)
-        self.offline_model = offline_model
-        self.models_dir = str(models_dir)
-        self.dtype = dtype
-        self.quantization = quantization
-        self.device_map = device_map
-        self.trust_remote_code = trust_remote_code
+        self.spec = spec
         self.batch_size = int(batch_size)
         self.max_new_tokens = int(max_new_tokens)
         self.num_beams = int(num_beams)
-        self.prompt = _as_template(prompt)
+        self.prompt = as_template(prompt)
         self.trainer_settings = {k: v for k, v in trainer.items() if v is not None}
         self.sort_by_length = sort_by_length
         self.show_progress = show_progress
@@ -202,6 +175,7 @@ class Reader:
         self._gguf_identity: str | None = None
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
+        self.response_cache = ResponseCache(self.cache, decode=_cached_response)
         self.generated = 0  # distinct prompts actually run through the model
         self.requested = 0  # prompts asked for, repeats included
         self._tokenizer = None
@@ -213,9 +187,9 @@ class Reader:
     @property
     def model_id(self) -> str:
         """The weights: an offline model by name (the same on every machine), else the hub id or path."""
-        if self.offline_model:
-            return f"offline:{self.offline_model}"
-        return f"gguf:{Path(self.gguf).name}" if self.backend == "llama_cpp" else str(self.pretrained)
+        if self.spec.offline_model or self.backend != "llama_cpp":
+            return self.spec.source
+        return f"gguf:{Path(self.gguf).name}"
 
     @property
     def reader_id(self) -> str:
@@ -228,9 +202,9 @@ class Reader:
                 f"{self.model_id}|backend=llama_cpp|{self.gguf_identity}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}|slots={self.llama_cpp.n_parallel}"
             )
-        dtype = str(resolve_dtype(self.dtype)).replace("torch.", "")
+        dtype = str(resolve_dtype(self.spec.dtype)).replace("torch.", "")
         return (
-            f"{self.model_id}|dtype={dtype}|quant={self.quantization or 'none'}"
+            f"{self.model_id}|dtype={dtype}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + ("" if self.batch_invariant else f"|batch={self.batch_size}")
         )
@@ -242,7 +216,7 @@ class Reader:
         answers equal at batch 1 and 8), in bf16 by up to ~0.8 (8 of 50 changed). Half precision,
         ``auto`` (the checkpoint's dtype) and quantized weights at batch_size > 1 are therefore not
         invariant, and the batch size joins the reader id."""
-        full_precision = str(resolve_dtype(self.dtype)) == "torch.float32" and self.quantization is None
+        full_precision = str(resolve_dtype(self.spec.dtype)) == "torch.float32" and self.spec.quantization is None
         return full_precision or self.batch_size == 1
 
     @property
@@ -250,14 +224,15 @@ class Reader:
         """The GGUF a llama_cpp reader runs: ``gguf`` when set, else the offline model's file."""
         if self.gguf:
             return Path(self.gguf)
-        return gguf_path(self.offline_model, self.models_dir)
+        return gguf_path(self.spec.offline_model, self.spec.models_dir)
 
     @property
     def gguf_identity(self) -> str:
         """``gguf=<file name>:<sha256>|quant=<format>``. A ladder model's sha256 is the recorded one its
         assembly was verified against (so the id needs no file); any other GGUF is hashed once per process."""
         if self._gguf_identity is None:
-            spec = offline_model_spec(self.offline_model) if self.offline_model and not self.gguf else None
+            offline = self.spec.offline_model
+            spec = offline_model_spec(offline) if offline and not self.gguf else None
             if spec is not None and spec.sha256:
                 name, sha, quant = spec.gguf_file, spec.sha256, spec.quantization
             else:
@@ -278,9 +253,7 @@ class Reader:
             if self.backend == "llama_cpp":
                 self._tokenizer = load_gguf_tokenizer(self._llama_cpp_tokenizer_source())
             else:
-                self._tokenizer = load_tokenizer(
-                    self.pretrained, self.trust_remote_code, self.offline_model, self.models_dir
-                )
+                self._tokenizer = self.spec.load_tokenizer()
         return self._tokenizer
 
     def _llama_cpp_tokenizer_source(self) -> str | Path:
@@ -288,8 +261,8 @@ class Reader:
         once and kept); else the GGUF file itself (read on every load)."""
         if self.tokenizer_path:
             return self.tokenizer_path
-        if self.offline_model and not self.gguf:
-            return ensure_offline_tokenizer(self.offline_model, self.models_dir)
+        if self.spec.offline_model and not self.gguf:
+            return ensure_offline_tokenizer(self.spec.offline_model, self.spec.models_dir)
         return self.gguf_file
 
     @property
@@ -324,15 +297,7 @@ class Reader:
         if self._module is None:
             from harness.read.module import ReaderModule
 
-            model, tokenizer = load_reader(
-                self.pretrained,
-                dtype=self.dtype,
-                quantization=self.quantization,
-                device_map=self.device_map,
-                trust_remote_code=self.trust_remote_code,
-                offline_model=self.offline_model,
-                models_dir=self.models_dir,
-            )
+            model, tokenizer = self.spec.load()
             if self._tokenizer is None:
                 self._tokenizer = tokenizer
             self._module = ReaderModule(
@@ -341,14 +306,10 @@ class Reader:
                 max_new_tokens=self.max_new_tokens,
                 num_beams=self.num_beams,
                 add_special_tokens=self.add_special_tokens,
-                placed=default_device_map(self.quantization, self.device_map) is not None,
+                placed=self.spec.placed,
                 torch_threads=self.torch_threads,
             )
         return self._module
-
-    def unload(self) -> None:
-        """Drop the weights (the tokenizer stays); the next ``answer`` call loads them again."""
-        self._module = None
 
     def cache_key(self, prompt: str) -> str:
         # An answer depends on the weights and decoding (reader_id), the exact prompt and the generation
@@ -364,16 +325,10 @@ class Reader:
         whole generation. Only uncached distinct prompts run."""
         prompts = list(prompts)
         self.requested += len(prompts)
-        unique = list(dict.fromkeys(prompts))
-        keys = {p: self.cache_key(p) for p in unique}
-        found: dict[str, dict[str, str]] = {}
-        if self.cache is not None:
-            found = {k: _cached_response(k, v) for k, v in self.cache.get_texts(keys.values()).items()}
-        missing = [p for p in unique if keys[p] not in found]
-        if missing:
-            found.update(self._generate(missing, [keys[p] for p in missing]))
-            self.generated += len(missing)
-        return [found[keys[p]] for p in prompts]
+        # ResponseCacheWriter commits each batch as Lightning finishes it.
+        found, generated = self.response_cache.responses(prompts, self.cache_key, self._generate, commit=False)
+        self.generated += generated
+        return found
 
     def _trainer(self):
         """A predict-only Trainer. Several processes must be started by spawning or forking this one:
@@ -425,9 +380,9 @@ class Reader:
             outputs = trainer.predict(module, datamodule=datamodule, return_predictions=not multi_process) or []
         answers = {row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for batch in outputs for row in batch}
         lacking = [k for k in keys if k not in answers]
-        if lacking and self.cache is not None:
+        if lacking:
             # Under a multi-process strategy each rank returns its own share; all ranks wrote the cache.
-            answers.update({k: _cached_response(k, v) for k, v in self.cache.get_texts(lacking).items()})
+            answers.update(self.response_cache.lookup(lacking))
         lacking = [k for k in keys if k not in answers]
         if lacking:
             raise RuntimeError(f"reader {self.name!r}: {len(lacking)} of {len(keys)} prompts came back without an answer")

@@ -28,8 +28,10 @@ from typing import Any
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
 from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
+from harness.read.loading import ModelSpec
 from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
-from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
+from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
+from harness.read.response_cache import ResponseCache
 from harness.read.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ def _clean(raw: str) -> str:
     from harness.read.module import clean_answer
 
     return clean_answer(raw)
+
+
+def _cached_raw(key: str, entry: Any) -> str | None:
+    return entry["raw"] if isinstance(entry, Mapping) and isinstance(entry.get("raw"), str) else None
 
 
 class ServerReader:
@@ -93,10 +99,9 @@ class ServerReader:
         self.name = name
         self.model = str(model)
         self.endpoint = endpoint
-        self.pretrained = None if tokenizer is None else str(tokenizer)
-        self.offline_model = offline_model
-        self.models_dir = str(models_dir)
-        self.trust_remote_code = trust_remote_code
+        # An explicit tokenizer wins; the packaged offline model is the fallback (the offline demo).
+        self.tokenizer_spec = ModelSpec(pretrained=tokenizer, offline_model=None if tokenizer else offline_model,
+                                        models_dir=models_dir, trust_remote_code=trust_remote_code)
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.seed = int(seed)
@@ -104,7 +109,7 @@ class ServerReader:
         self.concurrency = int(concurrency)
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
-        self.prompt = self._as_template(prompt)
+        self.prompt = as_template(prompt)
         self.http = OpenAICompatClient(
             base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
             max_backoff_s=max_backoff_s, min_interval_s=min_interval_s, name=f"reader {name!r}", sleep=sleep,
@@ -112,6 +117,7 @@ class ServerReader:
         )
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
+        self.response_cache = ResponseCache(self.cache, decode=_cached_raw)
         self.generated = 0  # distinct prompts actually sent and answered
         self.requested = 0  # prompts asked for, repeats included
         self.prompt_token_mismatches = 0  # answers whose server-side prompt length differed from ours
@@ -119,14 +125,6 @@ class ServerReader:
         self._token_counter: TokenCounter | None = None
         # Chat mode sends messages, not the rendered text: remember which messages each rendering came from.
         self._messages: dict[str, list[dict[str, str]]] = {}
-
-    @staticmethod
-    def _as_template(prompt: PromptTemplate | Mapping[str, Any] | None) -> PromptTemplate:
-        if prompt is None or isinstance(prompt, PromptTemplate):
-            return prompt or PromptTemplate()
-        if isinstance(prompt, Mapping):
-            return PromptTemplate(**{str(k): v for k, v in prompt.items() if str(k) != "_target_"})
-        raise TypeError(f"prompt must be a PromptTemplate or a mapping, got {type(prompt).__name__}")
 
     # ---- identity -------------------------------------------------------------------------------
 
@@ -158,17 +156,13 @@ class ServerReader:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from harness.read.loading import load_tokenizer
-
-            # An explicit tokenizer wins; the packaged offline model is the fallback (the offline demo).
-            offline = None if self.pretrained else self.offline_model
-            self._tokenizer = load_tokenizer(self.pretrained, self.trust_remote_code, offline, self.models_dir)
+            self._tokenizer = self.tokenizer_spec.load_tokenizer()
         return self._tokenizer
 
     @property
     def token_counter(self) -> TokenCounter:
         if self._token_counter is None:
-            self._token_counter = TokenCounter(self.tokenizer, name=self.pretrained or f"offline:{self.offline_model}")
+            self._token_counter = TokenCounter(self.tokenizer, name=self.tokenizer_spec.source)
         return self._token_counter
 
     @property
@@ -223,25 +217,18 @@ class ServerReader:
         """``{"answer", "raw"}`` per prompt: the extracted short answer and the whole generation."""
         prompts = list(prompts)
         self.requested += len(prompts)
-        unique = list(dict.fromkeys(prompts))
-        keys = {p: self.cache_key(p) for p in unique}
-        raws: dict[str, str] = {}
-        if self.cache is not None:
-            for key, entry in self.cache.get_texts(keys.values()).items():
-                if isinstance(entry, Mapping) and isinstance(entry.get("raw"), str):
-                    raws[key] = entry["raw"]
-        missing = [p for p in unique if keys[p] not in raws]
-        if missing:
-            raws.update(self._generate(missing, keys))
+        # Each answer is committed by _keep as it arrives, with the prompt lengths.
+        raws, _ = self.response_cache.responses(prompts, self.cache_key, self._generate, commit=False)
         # Answers are extracted from the raw text on every read, so cached entries follow the current rules.
-        return [{"answer": _clean(raws[keys[p]]), "raw": raws[keys[p]]} for p in prompts]
+        return [{"answer": _clean(raw), "raw": raw} for raw in raws]
 
-    def _generate(self, prompts: list[str], keys: Mapping[str, str]) -> dict[str, str]:
+    def _generate(self, prompts: list[str], prompt_keys: list[str]) -> dict[str, str]:
         """Send ``prompts`` ``concurrency`` at a time. Answers are cached as they arrive; on the first
         failure the requests not yet started are cancelled, those in flight finish and are kept."""
         raws: dict[str, str] = {}
         failure: tuple[int, BaseException] | None = None
         index = {p: i for i, p in enumerate(prompts)}
+        keys = dict(zip(prompts, prompt_keys))
         abort = threading.Event()
 
         def request(prompt: str) -> tuple[str, dict[str, Any]] | None:
@@ -299,12 +286,8 @@ class ServerReader:
                             "counted with the local tokenizer (set reader.tokenizer to the served model's)",
                             self.name, theirs, self.token_counter.name, ours)
         self.generated += 1
-        if self.cache is not None:
-            self.cache.put_texts({key: {"answer": _clean(raw), "raw": raw, "prompt_tokens": ours,
-                                        "server_prompt_tokens": theirs}})
-
-    def unload(self) -> None:
-        """Nothing to unload: the weights live in the server."""
+        self.response_cache.put({key: {"answer": _clean(raw), "raw": raw, "prompt_tokens": ours,
+                                       "server_prompt_tokens": theirs}})
 
     def close(self) -> None:
         self.http.close()
