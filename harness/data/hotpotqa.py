@@ -40,25 +40,39 @@ def parse_record(
 ) -> Example:
     if setting not in SETTINGS:
         raise ValueError(f"unknown HotpotQA setting {setting!r}; expected one of {SETTINGS}")
+    return supporting_facts_example(
+        record, ctx, dataset=dataset, split=split, fullwiki=setting == "fullwiki",
+        hint=" (a fullwiki file? load it with setting='fullwiki')",
+        metadata={"setting": setting, "level": record.get("level", "")},
+    )
+
+
+def supporting_facts_example(
+    record: dict[str, Any],
+    ctx: RecordContext,
+    *,
+    dataset: str,
+    split: str,
+    fullwiki: bool = False,
+    hint: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> Example:
+    """An Example from the fields HotpotQA and 2WikiMultiHopQA share (``_id, question, answer, type,
+    supporting_facts, context``), with ``metadata`` added to the supporting sentences.
+
+    Unless ``fullwiki``, a supporting title missing from the context is an error (``hint`` follows its
+    message); with it the context may be empty and the missing titles are listed in the metadata."""
     qid = question_id(record, ID_FIELD, ctx)
     question = ctx.text(record, "question")
     answer = ctx.text(record, "answer")
     qtype = ctx.get(record, "type", str).strip()
     facts = supporting_facts(record, ctx)
-    paragraphs = context_paragraphs(record, ctx, allow_empty=setting == "fullwiki")
+    paragraphs = context_paragraphs(record, ctx, allow_empty=fullwiki)
     gold = match_supporting_facts(qid, paragraphs, facts)
-    if gold.missing_titles and setting == "distractor":
-        raise ctx.error(
-            f"supporting title(s) {list(gold.missing_titles)} not in the context "
-            "(a fullwiki file? load it with setting='fullwiki')",
-            "supporting_facts",
-        )
-    metadata: dict[str, Any] = {
-        "setting": setting,
-        "level": record.get("level", ""),
-        "supporting_sentences": gold.supporting_sentences,
-    }
-    if setting == "fullwiki":
+    if gold.missing_titles and not fullwiki:
+        raise ctx.error(f"supporting title(s) {list(gold.missing_titles)} not in the context{hint}", "supporting_facts")
+    metadata = {**(metadata or {}), "supporting_sentences": gold.supporting_sentences}
+    if fullwiki:
         metadata["missing_gold_titles"] = gold.missing_titles
     return Example(
         question_id=qid,

@@ -11,15 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.data.records import (
-    RecordContext,
-    answers,
-    context_paragraphs,
-    documents_from_paragraphs,
-    match_supporting_facts,
-    question_id,
-    supporting_facts,
-)
+from harness.data.hotpotqa import supporting_facts_example
+from harness.data.records import RecordContext
 from harness.types import Example
 
 ID_FIELD = "_id"
@@ -31,31 +24,7 @@ def has_context(record: dict[str, Any]) -> bool:
 
 
 def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:
-    qid = question_id(record, ID_FIELD, ctx)
-    question = ctx.text(record, "question")
-    answer = ctx.text(record, "answer")
-    qtype = ctx.get(record, "type", str).strip()
-    facts = supporting_facts(record, ctx)
-    paragraphs = context_paragraphs(record, ctx)
-    gold = match_supporting_facts(qid, paragraphs, facts)
-    if gold.missing_titles:
-        raise ctx.error(
-            f"supporting title(s) {list(gold.missing_titles)} not in the context", "supporting_facts"
-        )
     evidences = record.get("evidences") or []
-    return Example(
-        question_id=qid,
-        question=question,
-        answers=answers(answer, (), ctx, "answer"),
-        gold_doc_ids=gold.gold_doc_ids,
-        documents=documents_from_paragraphs(qid, paragraphs),
-        hops=len(gold.gold_titles),
-        qtype=qtype,
-        split=split,
-        dataset=dataset,
-        metadata={
-            "supporting_sentences": gold.supporting_sentences,
-            # (subject, relation, object) triples, kept for analysis.
-            "evidences": tuple(tuple(e) for e in evidences if isinstance(e, (list, tuple))),
-        },
-    )
+    # (subject, relation, object) triples, kept for analysis.
+    triples = tuple(tuple(e) for e in evidences if isinstance(e, (list, tuple)))
+    return supporting_facts_example(record, ctx, dataset=dataset, split=split, metadata={"evidences": triples})
