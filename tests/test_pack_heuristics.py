@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import inspect
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.pack.ace import AceFocusedPacker, AceSubmodularPacker
+from harness.pack.ace import AcePacker
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
 from harness.pack.claim_graph import (
@@ -92,8 +94,8 @@ ALL_SELECTORS = [
     MMRPacker("mmr"),
     MMRPacker("mmr", relevance_weight=0.3, max_snippets=3),
     SubmodularPacker("submod"),
-    AceFocusedPacker("ace_focused"),
-    AceSubmodularPacker("ace_submod", diversity_relevance="cosine"),
+    AcePacker("ace_focused", QueryFocusedPacker("focused")),
+    AcePacker("ace_submod", SubmodularPacker("submod", diversity_relevance="cosine")),
 ]
 SELECTOR_IDS = ["focused", "focused-cap2", "mmr", "mmr-0.3-cap3", "submod", "ace_focused", "ace_submod-cosine"]
 
@@ -288,7 +290,7 @@ def test_claim_relevance_boosts_question_entities_and_their_neighbours():
 
 def test_ace_packers_emit_claims_with_merged_sources_and_reader_costs():
     tokens = WhitespaceTokens()
-    for packer in (AceFocusedPacker("ace_focused"), AceSubmodularPacker("ace_submod")):
+    for packer in (AcePacker("ace_focused", QueryFocusedPacker()), AcePacker("ace_submod", SubmodularPacker())):
         context = packer.pack(obama_request(budget=7))  # room for one 6-token claim only
         assert [s.text for s in context.snippets] == ["Barack Obama was born in Hawaii."]
         assert context.snippets[0].source_ids == ("d1", "d2")
@@ -312,7 +314,7 @@ def test_ace_bridge_claim_outranks_an_unlinked_one():
     # both later claims add the one term "directed": plain focused breaks the tie by rank, ACE by the boost
     plain = QueryFocusedPacker("focused", max_snippets=2).pack(request)
     assert [s.cand_id for s in plain.snippets] == ["d1", "d3"]
-    ace = AceFocusedPacker("ace_focused", max_snippets=2).pack(request)
+    ace = AcePacker("ace_focused", QueryFocusedPacker("focused", max_snippets=2)).pack(request)
     assert [s.cand_id for s in ace.snippets] == ["d1", "d2"]
 
 
@@ -373,19 +375,59 @@ CONFIGS = {
     "focused": QueryFocusedPacker,
     "mmr": MMRPacker,
     "submod": SubmodularPacker,
-    "ace_focused": AceFocusedPacker,
-    "ace_submod": AceSubmodularPacker,
+    "ace_focused": AcePacker,
+    "ace_submod": AcePacker,
 }
 
 
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("conf")
+    shutil.copytree(CONF, root / "packer")
+    (root / "config.yaml").write_text("defaults:\n  - packer: packed\n  - _self_\npaths:\n  models_dir: /models\n")
+    return root
+
+
+def compose_packer(config_dir: Path, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose("config", overrides=overrides).packer
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS) + ["llmlingua"])
-def test_configs_instantiate_and_name_every_parameter(name):
-    node = OmegaConf.load(CONF / f"{name}.yaml")
-    root = OmegaConf.create({"paths": {"models_dir": "/models"}, "packer": node})
-    packer = instantiate(root.packer)
+def test_configs_instantiate_and_name_every_parameter(config_dir, name):
+    node = compose_packer(config_dir, [f"packer={name}"])
+    packer = instantiate(node)
     assert packer.name == name
     target = type(packer)
     if name in CONFIGS:
         assert target is CONFIGS[name]
     parameters = set(inspect.signature(target.__init__).parameters) - {"self"}
     assert parameters <= set(node.keys()), parameters - set(node.keys())
+
+
+@pytest.mark.parametrize(("name", "inner"), [("ace_focused", "focused"), ("ace_submod", "submod")])
+def test_ace_builds_its_inner_packer_from_the_packer_group(config_dir, name, inner):
+    node = compose_packer(config_dir, [f"packer={name}"])
+    assert OmegaConf.to_container(node.inner) == OmegaConf.to_container(compose_packer(config_dir, [f"packer={inner}"]))
+    packer = instantiate(node)
+    assert type(packer.inner) is CONFIGS[inner] and packer.inner.name == inner
+    # the claim-graph keys stay the outer packer's, the selection keys are the inner packer's alone
+    assert {"duplicate_threshold", "entity_weight", "neighbour_weight"} <= set(node.keys())
+    assert not {"stem", "max_snippets", "w_rel"} & set(node.keys())
+
+
+def test_ace_inner_overrides_reach_the_inner_packer(config_dir):
+    overrides = ["packer=ace_submod", "packer.inner.w_div=0.5", "packer.inner.max_snippets=8"]
+    packer = instantiate(compose_packer(config_dir, overrides))
+    assert packer.inner.weights["div"] == 0.5 and packer.inner.max_snippets == 8
+    packer = instantiate(compose_packer(config_dir, ["packer=ace_focused", "packer.inner.stem=false"]))
+    assert packer.inner.stem is False
+    request = random_request(3)
+    assert packer.pack(request).extra["query_terms"] == sorted(content_terms(request.question, stem=False))
+    swapped = instantiate(compose_packer(config_dir, ["packer=ace_submod", "packer@packer.inner=focused"]))
+    assert isinstance(swapped.inner, QueryFocusedPacker) and swapped.name == "ace_submod"
+
+
+def test_ace_refuses_an_inner_packer_without_select():
+    with pytest.raises(TypeError, match="inner must be a packer"):
+        AcePacker("ace_mmr", MMRPacker("mmr"))

@@ -1,28 +1,43 @@
-"""Answer-centric evidence packers: the focused and submodular packers run over a claim graph.
+"""Answer-centric evidence packing: an inner packer run over a claim graph of the snippets.
 
-See ``harness.pack.claim_graph`` for the graph and the relevance boost. Output snippets are the claim
+See ``harness.pack.claim_graph`` for the graph and the relevance boost. The inner packer is a whole packer
+config placed under ``inner`` (``packer=ace_focused``: ``focused``, ``packer=ace_submod``: ``submod``), so
+its parameters are set where that packer defines them (``packer.inner.max_snippets=8``); it chooses among
+the claim nodes with the boosted relevance in place of its lexical one. Output snippets are the claim
 nodes (text of the earliest duplicate, costs recounted with the reader tokenizer, every merged source).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.claim_graph import build_claim_graph, claim_relevance, claim_request
-from harness.pack.focused import QueryFocusedPacker
-from harness.pack.submod import SubmodularPacker
 from harness.types import Context
 
 
-class _ClaimGraphPacker(Packer):
+class AcePacker(Packer):
+    """Claim nodes with graph-boosted relevance, chosen by the inner packer's ``select``."""
+
     def __init__(
         self,
         name: str,
-        inner: QueryFocusedPacker | SubmodularPacker,
-        duplicate_threshold: float,
-        entity_weight: float,
-        neighbour_weight: float,
+        inner: Packer | Mapping,
+        duplicate_threshold: float = 0.95,
+        entity_weight: float = 0.5,
+        neighbour_weight: float = 0.25,
     ) -> None:
         super().__init__(name)
+        if isinstance(inner, Mapping):  # a config node that was not instantiated recursively
+            from hydra.utils import instantiate
+
+            inner = instantiate(inner)
+        # the inner packer must take the boosted relevance and tokenise terms as the boost does
+        if not (isinstance(inner, Packer) and callable(getattr(inner, "select", None)) and hasattr(inner, "stem")):
+            raise TypeError(
+                f"packer {name!r}: inner must be a packer with select(request, relevance) and stem "
+                f"(focused, submod), got {type(inner).__name__}"
+            )
         if not 0.0 < float(duplicate_threshold) <= 1.0:
             raise ValueError(f"packer {name!r}: duplicate_threshold must be in (0, 1], got {duplicate_threshold}")
         for label, weight in (("entity_weight", entity_weight), ("neighbour_weight", neighbour_weight)):
@@ -51,50 +66,5 @@ class _ClaimGraphPacker(Packer):
         snippets = in_reading_order([graph.claims[i] for i in chosen])
         return Context(snippets=snippets, budget=request.budget, packer=self.name, extra=extra)
 
-
-class AceFocusedPacker(_ClaimGraphPacker):
-    """Query-focused greedy over claim nodes with graph-boosted relevance."""
-
-    def __init__(
-        self,
-        name: str = "ace_focused",
-        duplicate_threshold: float = 0.95,
-        entity_weight: float = 0.5,
-        neighbour_weight: float = 0.25,
-        stem: bool = True,
-        max_snippets: int | None = None,
-    ) -> None:
-        inner = QueryFocusedPacker(name=name, stem=stem, max_snippets=max_snippets)
-        super().__init__(name, inner, duplicate_threshold, entity_weight, neighbour_weight)
-
-
-class AceSubmodularPacker(_ClaimGraphPacker):
-    """Submodular packing over claim nodes with graph-boosted relevance."""
-
-    def __init__(
-        self,
-        name: str = "ace_submod",
-        duplicate_threshold: float = 0.95,
-        entity_weight: float = 0.5,
-        neighbour_weight: float = 0.25,
-        w_rel: float = 1.0,
-        w_qry: float = 0.5,
-        w_cov: float = 0.4,
-        w_div: float = 0.3,
-        alpha: float = 0.3,
-        max_snippets: int | None = 32,
-        diversity_relevance: str = "lexical",
-        stem: bool = True,
-    ) -> None:
-        inner = SubmodularPacker(
-            name=name,
-            w_rel=w_rel,
-            w_qry=w_qry,
-            w_cov=w_cov,
-            w_div=w_div,
-            alpha=alpha,
-            max_snippets=max_snippets,
-            diversity_relevance=diversity_relevance,
-            stem=stem,
-        )
-        super().__init__(name, inner, duplicate_threshold, entity_weight, neighbour_weight)
+    def __repr__(self) -> str:
+        return f"AcePacker(name={self.name!r}, inner={self.inner!r})"
