@@ -3,18 +3,23 @@
 A question's ``documents`` are the chunks of one long text: its paragraphs split into sentences and
 packed into chunks of at most ``chunk_tokens`` tokens (:mod:`harness.text.chunking`), so dense
 retrieval and every tree share the same leaves. Chunk ids are ``<source id>::chunkNNN``. Questions
-are subsampled like every dataset's (:func:`harness.data.sampling.subsample`).
+are subsampled like every dataset's (:func:`harness.data.sampling.subsample`). A loader is written as
+``read(source, ..., *, chunker, ...)`` and decorated with :func:`long_document_loader`, which adds the
+parameters every long-document dataset config has.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from harness.data.sampling import check_sample_size, subsample
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
-from harness.types import Document
+from harness.types import Document, Example
 
 
 @dataclass
@@ -57,3 +62,29 @@ class Chunker:
     def documents(self, source_id: str, paragraphs: Sequence[str]) -> tuple[Document, ...]:
         """The chunks of ``paragraphs`` as untitled Documents (empty when the text is)."""
         return tuple(document for document, _ in self.chunks(source_id, paragraphs))
+
+
+def long_document_loader(read: Callable[..., list[Example]]) -> Callable[..., list[Example]]:
+    """The loader ``read`` becomes when it also takes ``chunk_tokens``, ``tokenizer`` and ``models_dir``
+    (its :class:`Chunker`, passed to ``read`` as ``chunker``) and ``sample_size`` and ``seed`` (a
+    :func:`subsample` of what it returns). A bad ``sample_size`` fails before any file is read."""
+
+    def load(
+        *args,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+        tokenizer: str | None = None,
+        models_dir: str | Path = ".cache/models",
+        sample_size: int | None = None,
+        seed: int = 0,
+        **kwargs,
+    ) -> list[Example]:
+        check_sample_size(sample_size)
+        examples = read(*args, chunker=Chunker(chunk_tokens, tokenizer, models_dir), **kwargs)
+        return subsample(examples, sample_size, seed)
+
+    # help() and Hydra's error messages show the loader's whole parameter list, not *args/**kwargs.
+    shared = [p for p in inspect.signature(load).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    own = inspect.signature(read)
+    functools.update_wrapper(load, read)
+    load.__signature__ = own.replace(parameters=[p for p in own.parameters.values() if p.name != "chunker"] + shared)
+    return load

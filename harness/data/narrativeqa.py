@@ -22,11 +22,9 @@ from pathlib import Path
 
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 from harness.data.io import read_text
-from harness.data.longdoc import Chunker
+from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext
-from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 from harness.types import Document, Example
 
@@ -90,25 +88,22 @@ def story_paragraphs(raw: str, start: str = "", end: str = "") -> list[str]:
     return [p for p in paragraphs if p]
 
 
+@long_document_loader
 def load_narrativeqa(
     root: str | Path,
     split: str = "test",
     context: str = "summaries",
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
+    *,
+    chunker: Chunker,
     name: str = "narrativeqa",
     stories_dir: str = "tmp",
     summaries_file: str = "third_party/wikipedia/summaries.csv",
 ) -> list[Example]:
     """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module
-    docstring). ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked
-    (:class:`Chunker`); ``sample_size``: a subset drawn with ``seed`` (:func:`subsample`)."""
+    docstring). ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked;
+    ``sample_size``: a subset drawn with ``seed`` (:func:`long_document_loader`)."""
     from hydra.utils import to_absolute_path
 
-    check_sample_size(sample_size)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if context not in CONTEXTS:
@@ -149,7 +144,6 @@ def load_narrativeqa(
             raw = story.read_text(encoding="utf-8", errors="replace")
             texts[doc_id] = story_paragraphs(raw, row["story_start"], row["story_end"])
 
-    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     chunked: dict[str, tuple[Document, ...]] = {}
     examples: list[Example] = []
     for index, row in qaps:
@@ -182,4 +176,4 @@ def load_narrativeqa(
                 metadata={"document_id": doc_id, "context": context},
             )
         )
-    return subsample(examples, sample_size, seed)
+    return examples

@@ -24,11 +24,9 @@ from typing import Any
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_text, text_position
 from harness.data.load import split_from_filename
-from harness.data.longdoc import Chunker
+from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext
-from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.types import Example
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
@@ -218,13 +216,11 @@ def paper_examples(
     return examples
 
 
+@long_document_loader
 def load_qasper(
     path: str | Path,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
+    *,
+    chunker: Chunker,
     name: str = "qasper",
     split: str | None = None,
     include_abstract: bool = False,
@@ -232,19 +228,17 @@ def load_qasper(
 ) -> list[Example]:
     """QASPER questions as Examples (see the module docstring).
 
-    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked (:class:`Chunker`).
-    ``answer_types`` keeps only questions whose first annotator's answer has one of these types.
-    ``sample_size`` draws a reproducible subset with ``seed`` (:func:`subsample`, in file order).
+    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked; ``sample_size``: a subset
+    drawn with ``seed`` (:func:`long_document_loader`). ``answer_types`` keeps only questions whose first
+    annotator's answer has one of these types.
     """
     from hydra.utils import to_absolute_path
 
-    check_sample_size(sample_size)
     path = check_file(to_absolute_path(str(path)), "QASPER file")
     if answer_types is not None:
         unknown = [t for t in answer_types if t not in ANSWER_TYPES]
         if unknown:
             raise ValueError(f"unknown answer_types {unknown}; choose from {ANSWER_TYPES}")
-    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="papers")
@@ -257,4 +251,4 @@ def load_qasper(
             questions.unique(example.question_id, ctx, "qas", where=f"record {index} (id {paper.id!r})")
             if answer_types is None or example.qtype in answer_types:
                 examples.append(example)
-    return subsample(examples, sample_size, seed)
+    return examples

@@ -27,11 +27,9 @@ from typing import Any
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
 from harness.data.load import split_from_filename
-from harness.data.longdoc import Chunker
+from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext
-from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 from harness.types import Document, Example
 
@@ -103,27 +101,23 @@ def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
     return out
 
 
+@long_document_loader
 def load_quality(
     path: str | Path,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
+    *,
+    chunker: Chunker,
     name: str = "quality",
     split: str | None = None,
     options_in_question: bool = True,
     hard_only: bool = False,
 ) -> list[Example]:
     """QuALITY questions as Examples (see the module docstring). ``chunk_tokens``, ``tokenizer``,
-    ``models_dir``: how articles are chunked (:class:`Chunker`); ``sample_size``: a subset drawn with
-    ``seed`` (:func:`subsample`)."""
+    ``models_dir``: how articles are chunked; ``sample_size``: a subset drawn with ``seed``
+    (:func:`long_document_loader`)."""
     from hydra.utils import to_absolute_path
 
-    check_sample_size(sample_size)
     path = check_file(to_absolute_path(str(path)), "QuALITY file")
     records = read_records(path)
-    chunker = Chunker(chunk_tokens, tokenizer, models_dir)
     split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="questions")
@@ -195,4 +189,4 @@ def load_quality(
     checks.finish(total, labelled)
     if not examples:
         raise DatasetFormatError(path, "no hard questions (hard_only=true)")
-    return subsample(examples, sample_size, seed)
+    return examples
