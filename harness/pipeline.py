@@ -86,9 +86,9 @@ class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.encoder = instantiate(cfg.retriever.encoder)
-        retriever_cfg = {k: v for k, v in cfg.retriever.items() if k not in ("encoder", "reranker")}
+        retriever_cfg = {k: v for k, v in cfg.retriever.items() if k != "encoder"}
         self.retriever = instantiate(retriever_cfg, encoder=self.encoder)
-        self.reranker = instantiate(cfg.retriever.reranker) if cfg.retriever.get("reranker") else None
+        self.reranker = instantiate(cfg.reranker) if cfg.get("reranker") else None
         self.perturbation = instantiate(cfg.perturb) if cfg.get("perturb") else None
         self.tree = instantiate(cfg.tree)
         self.diversifier = instantiate(cfg.diversifier)
@@ -112,7 +112,7 @@ class Pipeline:
         """Retrieved (reranked, perturbed) pools and their clean retrieval metrics.
 
         Cached on disk (data only, no pickle) under a key of the examples' content, the retriever,
-        perturbation, k and seed config and the pool stage's code fingerprint (``harness.pools``), so a
+        reranker, perturbation, k and seed config and the pool stage's code fingerprint (``harness.pools``), so a
         budget, packer, diversifier or reader sweep retrieves each pool once.
         """
         cfg = self.cfg
@@ -238,6 +238,7 @@ class Pipeline:
         cfg = self.cfg
         return {
             "retriever": choices.get("retriever", ""),
+            "reranker": choices.get("reranker", "none"),
             "perturb": choices.get("perturb", "none"),
             "tree": self.tree.name,
             "diversifier": self.diversifier.name,

@@ -5,9 +5,9 @@ float32/int64 arrays (candidate embeddings of all pools stacked, per-pool offset
 and one JSON document (examples, shared document collections, candidates, retrieval metrics). Nothing
 in it can run code when loaded, so a cache folder shared with others is safe to read.
 
-The key (``pool_key``) covers the content of every loaded Example, the retriever, perturbation, k and
-seed config (runtime keys removed), and the code fingerprint of this stage: never paths or question ids
-alone. An entry that fails to load or validate is logged with its path, moved aside as
+The key (``pool_key``) covers the content of every loaded Example, the retriever, reranker,
+perturbation, k and seed config (runtime keys removed), and the code fingerprint of this stage: never
+paths or question ids alone. An entry that fails to load or validate is logged with its path, moved aside as
 ``<name>.corrupt-<timestamp>`` and recomputed.
 """
 
@@ -34,7 +34,7 @@ from harness.types import Candidate, Document, Example, Pool
 log = logging.getLogger(__name__)
 
 FORMAT = "harness-pools/1"
-POOL_CONFIG_KEYS = ("retriever", "perturb", "k", "seed")
+POOL_CONFIG_KEYS = ("retriever", "reranker", "perturb", "k", "seed")
 
 
 def pool_key(cfg: DictConfig, examples: Sequence[Example]) -> str:

@@ -145,7 +145,7 @@ def test_pool_key_follows_content_not_ids_or_paths():
     }
     keys = {name: pool_key(cfg, [edited, *examples[1:]]) for name, edited in edits.items()}
     assert len(set(keys.values()) | {key}) == len(edits) + 1, keys
-    for override in ("k=3", "seed=1", "perturb=inject", "retriever.pool_size=4"):
+    for override in ("k=3", "seed=1", "perturb=inject", "retriever.pool_size=4", "reranker=bge_v2_m3"):
         assert pool_key(compose_cfg([override]), examples) != key, override
     # Budget, packer, diversifier and reader do not change the pools.
     for override in ("budget=96", "packer=submod", "diversifier=mmr", "reader.max_new_tokens=8"):

@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
-GROUPS = ["dataset", "retriever", "perturb", "tree", "diversifier", "packer", "reader", "prompt", "snippets", "logger"]
+GROUPS = ["dataset", "retriever", "reranker", "perturb", "tree", "diversifier", "packer", "reader", "prompt", "snippets", "logger"]
 
 
 def options(group: str) -> list[str]:
@@ -29,10 +29,8 @@ def test_every_group_option_composes_and_instantiates(group, option):
     if group in ("dataset", "snippets") or not node:
         return  # datasets read files at instantiation; snippets is plain settings; empty = disabled
     if group == "retriever":
-        settings = {k: v for k, v in node.items() if k not in ("encoder", "reranker")}
+        settings = {k: v for k, v in node.items() if k != "encoder"}
         obj = instantiate(settings, encoder=instantiate(node.encoder))
-        if node.get("reranker"):
-            assert instantiate(node.reranker).model_name
     else:
         obj = instantiate(node)
     assert obj is not None
@@ -67,6 +65,21 @@ def test_every_sweep_composes_with_each_swept_value(sweep):
                 group = key.split(".")[0].lstrip("+")
                 if group in ("packer", "diversifier", "tree", "perturb") and cfg[group]:
                     assert instantiate(cfg[group]) is not None
+
+
+def test_the_reranker_is_its_own_group_and_a_valid_top_level_key():
+    from harness.config_check import problems
+    from harness.retrieve.rerank import CrossEncoderReranker
+
+    plain = compose_with([])
+    assert not plain.reranker and "reranker" not in plain.retriever and problems(plain) == []
+    cfg = compose_with(["retriever=bge_small_320", "reranker=bge_v2_m3", "reranker.max_length=256"])
+    assert cfg.retriever.encoder.model == "BAAI/bge-small-en-v1.5" and "reranker" not in cfg.retriever
+    reranker = instantiate(cfg.reranker)  # the cross-encoder loads lazily
+    assert isinstance(reranker, CrossEncoderReranker)
+    assert (reranker.model_name, reranker.max_length) == ("BAAI/bge-reranker-v2-m3", 256)
+    assert problems(cfg) == []
+    assert not compose_with(["reranker=bge_v2_m3", "reranker=none"]).reranker
 
 
 def test_experiment_values_override_top_level_defaults():

@@ -102,5 +102,5 @@ def test_embed_title_config_defaults_to_true_and_reaches_the_encoder(tmp_path):
         assert cfg.retriever.embed_title is expected and cfg.retriever.encoder.embed_title is expected
         encoder = instantiate(cfg.retriever.encoder, cache_dir=str(tmp_path))  # the model loads lazily
         assert encoder.embed_title is expected
-        assert instantiate({k: v for k, v in cfg.retriever.items() if k not in ("encoder", "reranker")},
+        assert instantiate({k: v for k, v in cfg.retriever.items() if k != "encoder"},
                            encoder=encoder).embed_title is expected
