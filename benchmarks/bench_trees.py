@@ -37,7 +37,7 @@ from harness.lm.local import LocalChatLM
 from harness.read.offline_models import default_folder
 from harness.retrieve.dense import DenseRetriever
 from harness.retrieve.encoder import Encoder
-from harness.text.chunking import resolve_token_counter
+from harness.text.tokens import resolve_token_counter
 from harness.tree.base import TreeServices
 from harness.tree.dtcrs import DynamicTree
 from harness.tree.questions import classify_question

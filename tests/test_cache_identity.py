@@ -186,8 +186,9 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     assert {"pools.py", "retrieve/dense.py", "perturb/inject.py", "data/hotpotqa.py", "data/demo/demo_multihop.json",
             "metrics/retrieval.py", "types.py", "cache.py"} <= rel["pools"]
     assert {"tree/raptor.py", "lm/base.py"} <= rel["tree"]
-    # Loaders and trees split and chunk text through harness/text, so both keys cover it.
-    assert {"text/sentences.py", "text/chunking.py"} <= rel["pools"] & rel["tree"]
+    # Loaders, trees and the reader split, chunk and count text through harness/text.
+    assert {"text/sentences.py", "text/chunking.py", "text/tokens.py"} <= rel["pools"]
+    assert {"text/sentences.py", "text/tokens.py"} <= rel["tree"] and "text/tokens.py" in rel["read"]
     assert "read/reader.py" in rel["read"] and not any(p.startswith(("retrieve/", "pack/")) for p in rel["read"])
     for stage in ("pools", "tree", "read", "run"):
         assert not any(p.startswith(("report/", "runlog/", "stats/")) for p in rel[stage]), stage

@@ -344,8 +344,8 @@ def test_empty_and_zero_budget_requests(packer):
 def test_real_minilm_tokenizer_budgets():
     from transformers import AutoTokenizer
 
-    from harness.read.tokens import TokenCounter
     from harness.retrieve.encoder import resolve_model_path
+    from harness.text.tokens import TokenCounter
 
     tokens = TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path("offline:all-MiniLM-L6-v2")))
     sentences = [

@@ -22,7 +22,7 @@ from harness.pack.llmlingua import (
     attributed_sources,
     load_prompt_compressor,
 )
-from harness.read.tokens import TokenCounter
+from harness.text.tokens import TokenCounter
 from harness.types import Example, Pool, Snippet
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models"

@@ -19,7 +19,7 @@ TEXTS = [
 def counters():
     from transformers import AutoTokenizer
 
-    from harness.read.tokens import TokenCounter
+    from harness.text.tokens import TokenCounter
 
     if not (SMOLLM2 / "tokenizer.json").exists():
         pytest.skip(f"the offline reader's tokenizer is not prepared in {SMOLLM2} (make setup)")

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 
 from harness.pack.budget import packed_cost
 from harness.pipeline import fit_to_budget, run
-from harness.read.tokens import TokenCounter
 from harness.runlog.journal import normalise_row
 from harness.stage import scalar, stage_columns
+from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
 from tests.conftest import REPO
 from tests.test_tree_fakes import FakeChatLM

@@ -6,13 +6,8 @@ import itertools
 
 import pytest
 
-from harness.text.chunking import (
-    WordCounter,
-    chunk_paragraphs,
-    chunk_sentences,
-    resolve_token_counter,
-    split_long_sentence,
-)
+from harness.text.chunking import chunk_paragraphs, chunk_sentences, split_long_sentence
+from harness.text.tokens import WordCounter, resolve_token_counter
 
 count = WordCounter().count
 

@@ -18,7 +18,8 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.data.sampling import check_sample_size, subsample
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs, resolve_token_counter
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs
+from harness.text.tokens import resolve_token_counter
 from harness.types import Document, Example
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.read.tokens import TokenCounter
+from harness.text.tokens import TokenCounter
 from harness.types import Context, Pool, Snippet
 
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.lexical import content_terms
-from harness.read.tokens import TokenCounter
 from harness.stage import ratio
+from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
 
 log = logging.getLogger(__name__)

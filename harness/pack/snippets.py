@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.read.tokens import TokenCounter
+from harness.text.tokens import TokenCounter
 from harness.types import Pool, Snippet
 
 SEPARATOR = "\n"  # snippets are rendered one per line; a separator costs one token in every budget check

@@ -27,7 +27,7 @@ from harness.read.loading import ModelSpec, resolve_dtype
 from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
 from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
 from harness.read.response_cache import ResponseCache
-from harness.read.tokens import TokenCounter
+from harness.text.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 

@@ -4,64 +4,21 @@ A sentence that would cross the chunk boundary moves whole to the next chunk (RA
 chunk holds at most ``chunk_tokens`` tokens. A single sentence longer than a whole chunk is the one
 exception that must be cut: it is split at word boundaries into pieces that each fit.
 
-Token counting is explicit: ``WordCounter`` counts whitespace-separated words (an approximation of
-reader tokens: English prose runs about 1.3 subword tokens per word), and
-``resolve_token_counter(name)`` loads a Hugging Face tokenizer (``offline:smollm2`` for the packaged
-reader) whose counts are exact reader tokens. A chunk's token count is the sum of its sentences'
-counts: exact for words; with a subword tokenizer, joining two sentences with a space can change the
-count by a token at the seam.
+Token counting is explicit (:mod:`harness.text.tokens`): whitespace words by default, or a tokenizer's
+exact counts. A chunk's token count is the sum of its sentences' counts: exact for words; with a
+subword tokenizer, joining two sentences with a space can change the count by a token at the seam.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.text.sentences import split_sentences
+from harness.text.tokens import WordCounter
 
 DEFAULT_CHUNK_TOKENS = 500  # the harness default
 RAPTOR_CHUNK_TOKENS = 100  # RAPTOR's published configuration
-
-
-class WordCounter:
-    """Counts and truncates text in whitespace-separated words (the ``TokenCounter`` interface)."""
-
-    name = "whitespace-words"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-    def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [len(t.split()) for t in texts]
-
-    def truncate(self, text: str, max_tokens: int) -> str:
-        if max_tokens <= 0:
-            return ""
-        return " ".join(text.split()[:max_tokens])
-
-
-def resolve_token_counter(tokenizer: str | None = None, models_dir: str | Path = ".cache/models"):
-    """The counter that loaders chunk with.
-
-    ``None`` or ``"words"``: whitespace words. ``"offline:NAME"``: the tokenizer of a packaged offline
-    model (converted into ``models_dir`` on first use). Anything else: a hub id or a local tokenizer
-    folder, loaded with ``AutoTokenizer``. Tokenizers count without special tokens, as budgets do.
-    """
-    if tokenizer is None or tokenizer == "words":
-        return WordCounter()
-    from transformers import AutoTokenizer
-
-    from harness.read.tokens import TokenCounter
-
-    if tokenizer.startswith("offline:"):
-        from harness.read.offline_models import default_folder, ensure_offline_model
-
-        name = tokenizer.split(":", 1)[1]
-        path = str(ensure_offline_model(name, default_folder(name, models_dir)))
-    else:
-        path = tokenizer
-    return TokenCounter(AutoTokenizer.from_pretrained(path), name=tokenizer)
 
 
 @dataclass(frozen=True)

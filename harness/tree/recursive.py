@@ -29,8 +29,8 @@ from harness.cache import TextStore
 from harness.fingerprint import code_fingerprint
 from harness.lm.base import build_chat_lm
 from harness.retrieve.dense import document_text, embeds_title
-from harness.text.chunking import WordCounter
 from harness.text.sentences import split_sentences
+from harness.text.tokens import WordCounter
 from harness.tree.base import Tree, TreeServices
 from harness.tree.clustering import ClusteringConfig
 from harness.tree.summary_tree import (

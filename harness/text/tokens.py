@@ -1,8 +1,16 @@
-"""Token counting in the reader's own tokenizer: the unit of every budget."""
+"""Counting and truncating text in tokens: the reader's own tokenizer (the unit of every budget) or
+whitespace words.
+
+``WordCounter`` approximates reader tokens (English prose runs about 1.3 subword tokens per word);
+``TokenCounter`` counts exactly in a Hugging Face tokenizer; ``resolve_token_counter(name)`` builds the
+one a config names. Both share one interface: ``name``, ``count``, ``count_many``, ``truncate``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 
 
 class TokenCounter:
@@ -50,3 +58,41 @@ class TokenCounter:
             if prefix and self.count(prefix) <= max_tokens:
                 return prefix
         return ""
+
+
+class WordCounter:
+    """Counts and truncates text in whitespace-separated words (the ``TokenCounter`` interface)."""
+
+    name = "whitespace-words"
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        if max_tokens <= 0:
+            return ""
+        return " ".join(text.split()[:max_tokens])
+
+
+def resolve_token_counter(tokenizer: str | None = None, models_dir: str | Path = ".cache/models"):
+    """The counter that loaders chunk with.
+
+    ``None`` or ``"words"``: whitespace words. ``"offline:NAME"``: the tokenizer of a packaged offline
+    model (converted into ``models_dir`` on first use). Anything else: a hub id or a local tokenizer
+    folder, loaded with ``AutoTokenizer``. Tokenizers count without special tokens, as budgets do.
+    """
+    if tokenizer is None or tokenizer == "words":
+        return WordCounter()
+    from transformers import AutoTokenizer
+
+    if tokenizer.startswith("offline:"):
+        from harness.read.offline_models import default_folder, ensure_offline_model
+
+        name = tokenizer.split(":", 1)[1]
+        path = str(ensure_offline_model(name, default_folder(name, models_dir)))
+    else:
+        path = tokenizer
+    return TokenCounter(AutoTokenizer.from_pretrained(path), name=tokenizer)
