@@ -12,32 +12,29 @@ CPU milliseconds by default (``--clock wall`` for wall time):
 - ``pack cold``: ``SubmodularPacker.pack`` end to end, every snippet's content terms computed afresh;
 - ``pack warm``: the same with the term cache filled (a budget sweep repacks the same snippets);
 - ``kernel``: objective set-up plus cost-scaled greedy on precomputed features and similarities;
-- ``loop``: the plain-Python-loop reference below on the same inputs (similarities from NumPy);
+- ``loop``: the plain-Python-loop reference (tests/helpers/reference.py) on the same inputs (similarities
+  from NumPy);
 - ``apricot FL``: apricot-select's budgeted ``FacilityLocationSelection`` (lazy greedy, precomputed
   similarity, per-snippet costs) for the Repr term alone, the closest library counterpart. Its public
   ``fit`` JIT-compiles its numba kernels on every call (apricot 0.6 builds them inside ``_initialize``
   without numba's cache), so that compile is part of its per-question cost.
 
-The reference implementation here is also the oracle that tests/test_pack_submodular.py compares
-the vectorised packer against, so it is written for clarity: lists and loops, no NumPy.
+The reference implementation is also the oracle that tests/test_pack_submodular.py compares the
+vectorised packer against, so it is written for clarity: lists and loops, no NumPy.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the loop reference lives with the tests
 
-from harness.pack.base import PackingRequest
-from harness.pack.budget import fits
 from harness.pack.features import snippet_features
 from harness.pack.lexical import content_terms
 from harness.pack.submod import (
@@ -46,184 +43,8 @@ from harness.pack.submod import (
     cost_scaled_greedy,
     snippet_similarity,
 )
-from harness.types import Example, Pool, Snippet
-
-GAIN_TOLERANCE = 1e-12
-TERMS = ("rel", "qry", "cov", "div")
-
-
-# ---- plain-loop reference ------------------------------------------------------------------------
-@dataclass
-class ReferenceInputs:
-    relevance: list[float]  # Rel weights r_i
-    query_terms: list[set[int]]  # query-term columns each snippet contains
-    similarity: list[list[float]]  # cosine (clipped at 0 inside)
-    documents: list[int]
-    diversity_relevance: list[float]
-    weights: dict[str, float]
-    alpha: float
-
-
-def reference_raw_terms(inputs: ReferenceInputs, chosen: list[int]) -> dict[str, float]:
-    n = len(inputs.relevance)
-    rel = 0.0
-    for i in chosen:
-        rel += inputs.relevance[i]
-    covered: set[int] = set()
-    for i in chosen:
-        covered |= inputs.query_terms[i]
-    representativeness = 0.0
-    for i in range(n):
-        degree = 0.0
-        for j in range(n):
-            degree += max(inputs.similarity[i][j], 0.0)
-        coverage = 0.0
-        for j in chosen:
-            coverage += max(inputs.similarity[i][j], 0.0)
-        representativeness += min(coverage, inputs.alpha * degree)
-    mass: dict[int, float] = {}
-    for i in chosen:
-        mass[inputs.documents[i]] = mass.get(inputs.documents[i], 0.0) + inputs.diversity_relevance[i]
-    diversity = 0.0
-    for value in mass.values():
-        diversity += math.sqrt(value)
-    return {"rel": rel, "qry": float(len(covered)), "cov": representativeness, "div": diversity}
-
-
-def reference_objective(inputs: ReferenceInputs, chosen: list[int]) -> float:
-    """F(S) evaluated from scratch, each term divided by its value on the ground set."""
-    full = reference_raw_terms(inputs, list(range(len(inputs.relevance))))
-    raw = reference_raw_terms(inputs, list(chosen))
-    total = 0.0
-    for term in TERMS:
-        if full[term] > 0:
-            total += inputs.weights[term] * raw[term] / full[term]
-    return total
-
-
-def reference_greedy(
-    inputs: ReferenceInputs, costs: list[int], budget: int, max_snippets: int | None = None
-) -> tuple[list[int], bool]:
-    """Cost-scaled greedy with incremental state, one candidate at a time, then the singleton check."""
-    n = len(costs)
-    full = reference_raw_terms(inputs, list(range(n)))
-    scale = {t: (inputs.weights[t] / full[t] if full[t] > 0 else 0.0) for t in TERMS}
-    sim = [[max(v, 0.0) for v in row] for row in inputs.similarity]
-    cap = [inputs.alpha * sum(row) for row in sim]
-    coverage = [0.0] * n
-    covered: set[int] = set()
-    mass: dict[int, float] = {}
-    chosen: list[int] = []
-    value = 0.0
-    limit = n if max_snippets is None else min(n, max_snippets)
-
-    def gain_of(x: int) -> float:
-        rel = inputs.relevance[x]
-        qry = float(len(inputs.query_terms[x] - covered))
-        cov = 0.0
-        for i in range(n):
-            cov += min(coverage[i] + sim[i][x], cap[i]) - min(coverage[i], cap[i])
-        before = mass.get(inputs.documents[x], 0.0)
-        div = math.sqrt(before + inputs.diversity_relevance[x]) - math.sqrt(before)
-        return scale["rel"] * rel + scale["qry"] * qry + scale["cov"] * max(cov, 0.0) + scale["div"] * div
-
-    while len(chosen) < limit:
-        best, best_ratio, best_gain = None, -math.inf, 0.0
-        for x in range(n):
-            if x in chosen or not fits([costs[i] for i in chosen] + [costs[x]], budget):
-                continue
-            gain = gain_of(x)
-            if gain <= GAIN_TOLERANCE:
-                continue
-            ratio = gain / max(costs[x], 1)
-            if ratio > best_ratio:
-                best, best_ratio, best_gain = x, ratio, gain
-        if best is None:
-            break
-        chosen.append(best)
-        value += best_gain
-        covered |= inputs.query_terms[best]
-        for i in range(n):
-            coverage[i] += sim[i][best]
-        mass[inputs.documents[best]] = mass.get(inputs.documents[best], 0.0) + inputs.diversity_relevance[best]
-
-    singleton, singleton_value = None, -math.inf
-    for s in range(n):
-        if fits([costs[s]], budget):
-            alone = reference_objective(inputs, [s])
-            if alone > singleton_value:
-                singleton, singleton_value = s, alone
-    if singleton is not None and singleton_value > value + GAIN_TOLERANCE:
-        return [singleton], True
-    return chosen, False
-
-
-def reference_inputs(request: PackingRequest, packer: SubmodularPacker) -> ReferenceInputs:
-    """The reference's inputs for a request, derived exactly as the packer derives its own."""
-    features = snippet_features(request, packer.stem)
-    if packer.diversity_relevance == "cosine":
-        diversity = np.maximum(np.asarray(request.relevance, dtype=np.float64), 0.0).tolist()
-    else:
-        diversity = features.lexical.tolist()
-    return ReferenceInputs(
-        relevance=features.lexical.tolist(),
-        query_terms=[set(np.flatnonzero(row).tolist()) for row in features.incidence],
-        similarity=snippet_similarity(request.snippet_embeddings).tolist(),
-        documents=features.doc_codes.tolist(),
-        diversity_relevance=diversity,
-        weights=dict(packer.weights),
-        alpha=packer.alpha,
-    )
-
-
-# ---- random questions ----------------------------------------------------------------------------
-class WhitespaceTokens:
-    """Reader-token stand-in: one token per whitespace-separated word."""
-
-    name = "whitespace"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-    def count_many(self, texts: list[str]) -> list[int]:
-        return [self.count(t) for t in texts]
-
-    def truncate(self, text: str, max_tokens: int) -> str:
-        return " ".join(text.split()[: max(max_tokens, 0)])
-
-
-VOCABULARY = [f"term{k}" for k in range(400)] + ["the", "of", "and", "in", "was", "by", "a", "to"]
-
-
-def random_request(
-    rng: np.random.Generator, n_snippets: int = 100, dim: int = 384, budget: int = 160, n_documents: int = 10
-) -> PackingRequest:
-    """One question with ``n_snippets`` random sentences spread over ``n_documents`` candidates."""
-    tokens = WhitespaceTokens()
-    question = " ".join(rng.choice(VOCABULARY[:60], size=8)) + "?"
-    documents = rng.integers(0, n_documents, size=n_snippets)
-    positions: dict[int, int] = {}
-    snippets = []
-    for d in documents.tolist():
-        text = " ".join(rng.choice(VOCABULARY, size=int(rng.integers(6, 40))))
-        positions[d] = positions.get(d, -1) + 1
-        snippets.append(
-            Snippet(
-                text=text,
-                cand_id=f"d{d}",
-                source_ids=(f"d{d}",),
-                tokens=tokens.count(text),
-                position=positions[d],
-                rank=d,
-            )
-        )
-    embeddings = rng.standard_normal((n_snippets, dim)).astype(np.float32)
-    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
-    query = rng.standard_normal(dim).astype(np.float32)
-    query /= np.linalg.norm(query)
-    example = Example(question_id="q", question=question, answers=("a",), gold_doc_ids=(), documents=())
-    pool = Pool(example=example, candidates=[], embeddings=np.zeros((0, dim), np.float32), query_embedding=query)
-    return PackingRequest(question, pool, snippets, embeddings, query, budget, tokens, seed=0)
+from tests.helpers.packing import random_request
+from tests.helpers.reference import reference_greedy, reference_inputs
 
 
 # ---- timing ----------------------------------------------------------------------------------------

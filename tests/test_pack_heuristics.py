@@ -27,23 +27,9 @@ from harness.pack.lexical import content_terms, lexical_relevance, light_stem
 from harness.pack.mmr import MMRPacker
 from harness.pack.submod import SubmodularPacker
 from harness.types import Example, Pool, Snippet
+from tests.helpers.packing import WhitespaceTokens
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "packer"
-
-
-class WhitespaceTokens:
-    """One token per whitespace-separated word."""
-
-    name = "whitespace"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-    def count_many(self, texts):
-        return [self.count(t) for t in texts]
-
-    def truncate(self, text: str, max_tokens: int) -> str:
-        return " ".join(text.split()[: max(max_tokens, 0)])
 
 
 def make_request(question, items, embeddings, budget, query=None, tokens=None) -> PackingRequest:

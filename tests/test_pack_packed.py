@@ -5,24 +5,12 @@ from harness.pack.none import NoPacker
 from harness.pack.packed import TopKTruncatePacker
 from harness.pack.snippets import make_snippets, render_context
 from tests.conftest import make_pool
-
-
-class WordTokens:
-    """Whitespace tokens: easy to count by hand."""
-
-    def count(self, text):
-        return len(text.split())
-
-    def count_many(self, texts):
-        return [self.count(t) for t in texts]
-
-    def truncate(self, text, n):
-        return " ".join(text.split()[:n])
+from tests.helpers.packing import WhitespaceTokens
 
 
 def request(budget, pool=None):
     pool = pool or make_pool(n_docs=3, sentences_per_doc=2)
-    tokens = WordTokens()
+    tokens = WhitespaceTokens()
     snippets = make_snippets(pool, tokens)
     emb = np.eye(len(snippets), 16, dtype=np.float32)
     return PackingRequest(pool.example.question, pool, snippets, emb, pool.query_embedding, budget, tokens)
@@ -126,7 +114,7 @@ def test_every_policy_obeys_the_feasibility_rule():
     from harness.pack.budget import fits
 
     for misfit in ("truncate_last", "stop_at_first_misfit", "skip_misfits"):
-        for budget in range(0, 40):
+        for budget in range(40):
             ctx = TopKTruncatePacker(misfit=misfit).pack(request(budget, hand_pool()))
             assert fits([s.tokens for s in ctx.snippets], budget)
             assert ctx.extra["packed_cost"] == sum(s.tokens for s in ctx.snippets) + max(len(ctx.snippets) - 1, 0)

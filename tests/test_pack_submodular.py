@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,16 +17,12 @@ from harness.pack.submod import (
     cost_scaled_greedy,
 )
 from harness.types import Example, Pool, Snippet
-
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_submodular.py"
-_spec = importlib.util.spec_from_file_location("bench_submodular", _BENCH)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("bench_submodular", bench)  # dataclasses look their module up by name
-_spec.loader.exec_module(bench)
+from tests.helpers.packing import WhitespaceTokens, random_request
+from tests.helpers.reference import reference_greedy, reference_inputs, reference_objective
 
 
 def request_from(question, texts, embeddings, budget, docs=None, costs=None) -> PackingRequest:
-    tokens = bench.WhitespaceTokens()
+    tokens = WhitespaceTokens()
     docs = docs or [f"d{i}" for i in range(len(texts))]
     embeddings = np.asarray(embeddings, dtype=np.float32)
     snippets = [
@@ -54,7 +47,7 @@ def small_random_request(seed: int, n: int | None = None, budget: int | None = N
     rng = np.random.default_rng(seed)
     n = n or int(rng.integers(2, 25))
     budget = budget if budget is not None else int(rng.integers(0, 120))
-    return bench.random_request(rng, n_snippets=n, dim=16, budget=budget, n_documents=int(rng.integers(1, 6)))
+    return random_request(rng, n_snippets=n, dim=16, budget=budget, n_documents=int(rng.integers(1, 6)))
 
 
 # ---- hand-worked objective ---------------------------------------------------------------------
@@ -107,12 +100,12 @@ def test_vectorised_greedy_matches_plain_loop_reference(seed):
         diversity_relevance=["lexical", "cosine"][seed % 2],
     )
     chosen, extra = packer.select(request)
-    expected, fallback = bench.reference_greedy(
-        bench.reference_inputs(request, packer), request.costs.tolist(), request.budget, packer.max_snippets
+    expected, fallback = reference_greedy(
+        reference_inputs(request, packer), request.costs.tolist(), request.budget, packer.max_snippets
     )
     assert chosen == expected
     assert extra["singleton_fallback"] == fallback
-    reference_value = bench.reference_objective(bench.reference_inputs(request, packer), chosen)
+    reference_value = reference_objective(reference_inputs(request, packer), chosen)
     assert extra["objective"] == pytest.approx(reference_value, abs=1e-9)
 
 
@@ -146,9 +139,9 @@ def test_greedy_matches_brute_force_rule(seed):
     request = small_random_request(seed, n=8)
     packer = SubmodularPacker("submod", max_snippets=None)
     chosen, _ = packer.select(request)
-    inputs = bench.reference_inputs(request, packer)
+    inputs = reference_inputs(request, packer)
     expected = brute_force_greedy(
-        lambda s: bench.reference_objective(inputs, s), request.costs.tolist(), request.budget
+        lambda s: reference_objective(inputs, s), request.costs.tolist(), request.budget
     )
     assert chosen == expected
 

@@ -32,7 +32,7 @@ new-document preference and Div) are the representatives' candidates.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -166,13 +166,4 @@ def claim_relevance(
 
 def claim_request(request: PackingRequest, graph: ClaimGraph) -> PackingRequest:
     """The same request with the claim nodes as its snippets."""
-    return PackingRequest(
-        question=request.question,
-        pool=request.pool,
-        snippets=graph.claims,
-        snippet_embeddings=graph.embeddings,
-        query_embedding=request.query_embedding,
-        budget=request.budget,
-        tokens=request.tokens,
-        seed=request.seed,
-    )
+    return replace(request, snippets=graph.claims, snippet_embeddings=graph.embeddings)
