@@ -26,15 +26,15 @@ from harness.pack.focused import QueryFocusedPacker
 from harness.pack.lexical import content_terms, lexical_relevance, light_stem
 from harness.pack.mmr import MMRPacker
 from harness.pack.submod import SubmodularPacker
+from harness.text.tokens import WordCounter
 from harness.types import Example, Pool, Snippet
-from tests.helpers.packing import WhitespaceTokens
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "packer"
 
 
 def make_request(question, items, embeddings, budget, query=None, tokens=None) -> PackingRequest:
     """``items``: (text, cand_id, rank, position) tuples; cost = tokens.count(text)."""
-    tokens = tokens or WhitespaceTokens()
+    tokens = tokens or WordCounter()
     embeddings = np.asarray(embeddings, dtype=np.float32)
     snippets = [
         Snippet(text=t, cand_id=c, source_ids=(c,), tokens=tokens.count(t), rank=r, position=p) for t, c, r, p in items
@@ -275,7 +275,7 @@ def test_claim_relevance_boosts_question_entities_and_their_neighbours():
 
 
 def test_ace_packers_emit_claims_with_merged_sources_and_reader_costs():
-    tokens = WhitespaceTokens()
+    tokens = WordCounter()
     for packer in (AcePacker("ace_focused", QueryFocusedPacker()), AcePacker("ace_submod", SubmodularPacker())):
         context = packer.pack(obama_request(budget=7))  # room for one 6-token claim only
         assert [s.text for s in context.snippets] == ["Barack Obama was born in Hawaii."]

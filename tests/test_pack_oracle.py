@@ -12,8 +12,8 @@ from harness.pack.base import PackingRequest, in_reading_order
 from harness.pack.budget import fits
 from harness.pack.oracle import OraclePacker
 from harness.pack.snippets import render_context
+from harness.text.tokens import WordCounter
 from harness.types import Candidate, Context, Document, Example, Pool, Snippet
-from tests.helpers.packing import WhitespaceTokens
 
 
 def build(sentences: list[tuple[str, str]], gold: tuple[str, ...], answers: tuple[str, ...], budget: int):
@@ -23,7 +23,7 @@ def build(sentences: list[tuple[str, str]], gold: tuple[str, ...], answers: tupl
     example = Example("o", "q?", answers, gold, docs, hops=len(gold))
     candidates = [Candidate(d.doc_id, d.text, (d.doc_id,), d.title, d.sentences) for d in docs]
     pool = Pool(example, candidates, np.eye(len(docs), 4, dtype=np.float32), np.eye(1, 4, dtype=np.float32)[0])
-    tokens = WhitespaceTokens()
+    tokens = WordCounter()
     snippets, position = [], {}
     for doc_id, text in sentences:
         position[doc_id] = position.get(doc_id, -1) + 1

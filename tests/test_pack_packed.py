@@ -4,13 +4,13 @@ from harness.pack.base import PackingRequest
 from harness.pack.none import NoPacker
 from harness.pack.packed import TopKTruncatePacker
 from harness.pack.snippets import make_snippets, render_context
+from harness.text.tokens import WordCounter
 from tests.conftest import make_pool
-from tests.helpers.packing import WhitespaceTokens
 
 
 def request(budget, pool=None):
     pool = pool or make_pool(n_docs=3, sentences_per_doc=2)
-    tokens = WhitespaceTokens()
+    tokens = WordCounter()
     snippets = make_snippets(pool, tokens)
     emb = np.eye(len(snippets), 16, dtype=np.float32)
     return PackingRequest(pool.example.question, pool, snippets, emb, pool.query_embedding, budget, tokens)

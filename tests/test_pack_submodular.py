@@ -16,13 +16,14 @@ from harness.pack.submod import (
     SubmodularPacker,
     cost_scaled_greedy,
 )
+from harness.text.tokens import WordCounter
 from harness.types import Example, Pool, Snippet
-from tests.helpers.packing import WhitespaceTokens, random_request
+from tests.helpers.packing import random_request
 from tests.helpers.reference import reference_greedy, reference_inputs, reference_objective
 
 
 def request_from(question, texts, embeddings, budget, docs=None, costs=None) -> PackingRequest:
-    tokens = WhitespaceTokens()
+    tokens = WordCounter()
     docs = docs or [f"d{i}" for i in range(len(texts))]
     embeddings = np.asarray(embeddings, dtype=np.float32)
     snippets = [

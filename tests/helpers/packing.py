@@ -1,27 +1,12 @@
-"""Packing requests for tests and benchmarks: a whitespace token counter and random questions."""
+"""Random packing requests for tests and benchmarks, costed in whitespace words."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from harness.pack.base import PackingRequest
+from harness.text.tokens import WordCounter
 from harness.types import Example, Pool, Snippet
-
-
-class WhitespaceTokens:
-    """Reader-token stand-in: one token per whitespace-separated word."""
-
-    name = "whitespace"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-    def count_many(self, texts: list[str]) -> list[int]:
-        return [self.count(t) for t in texts]
-
-    def truncate(self, text: str, max_tokens: int) -> str:
-        return " ".join(text.split()[: max(max_tokens, 0)])
-
 
 VOCABULARY = [f"term{k}" for k in range(400)] + ["the", "of", "and", "in", "was", "by", "a", "to"]
 
@@ -30,7 +15,7 @@ def random_request(
     rng: np.random.Generator, n_snippets: int = 100, dim: int = 384, budget: int = 160, n_documents: int = 10
 ) -> PackingRequest:
     """One question with ``n_snippets`` random sentences spread over ``n_documents`` candidates."""
-    tokens = WhitespaceTokens()
+    tokens = WordCounter()
     question = " ".join(rng.choice(VOCABULARY[:60], size=8)) + "?"
     documents = rng.integers(0, n_documents, size=n_snippets)
     positions: dict[int, int] = {}
