@@ -1,1 +1,1 @@
-"""Text utilities shared by the stages: sentence splitting, token counting and chunking."""
+"""Text utilities shared by the stages: sentence splitting, token counting, chunking, HTML to paragraphs."""
