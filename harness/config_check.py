@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from harness.metrics.longform import DATASET_SCORERS
 
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
 
@@ -55,6 +57,10 @@ def _closed(low: float, high: float) -> Callable[[Any], bool]:
     return lambda v: _is_number(v) and low <= v <= high
 
 
+def _known_scorers(value: Any) -> bool:
+    return isinstance(value, (list, ListConfig)) and all(name in DATASET_SCORERS for name in value)
+
+
 RULES = [
     Rule("seed", _is_int, "an integer"),
     Rule("budget", _int_at_least(1), "an integer >= 1 (reader tokens)"),
@@ -62,6 +68,8 @@ RULES = [
     Rule("read", lambda v: isinstance(v, bool), "true or false"),
     Rule("read_chunk", _int_at_least(1), "an integer >= 1"),
     Rule("dataset.sample_size", _int_at_least(1), "an integer >= 1, or null for every question", nullable=True),
+    Rule("dataset.scorers", _known_scorers, f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}), or null",
+         nullable=True),
     Rule("perturb.rho", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.gold_share", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.overlap", lambda v: _is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),

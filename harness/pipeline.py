@@ -24,7 +24,8 @@ from harness.cache import stable_hash
 from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.diversity import selection_metrics
-from harness.metrics.longform import dataset_scores
+from harness.metrics.longform import check_scorers, dataset_scores
+from harness.metrics.registry import EM, F1
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import PoolCache, compute_pools, pool_key
@@ -82,9 +83,16 @@ def fit_to_budget(context: Context, tokens, budget: int | None) -> tuple[Context
     return context, text, count, packed - len(snippets)
 
 
+def dataset_loader_config(dataset: DictConfig) -> dict[str, Any]:
+    """The dataset config as its loader's arguments: ``scorers`` names the dataset's own answer metrics
+    (``harness.metrics.longform.DATASET_SCORERS``), which the pipeline applies, not the loader."""
+    return {key: value for key, value in dataset.items() if key != "scorers"}
+
+
 class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
+        self.scorers = check_scorers(cfg.dataset.get("scorers"))  # before any model loads
         self.encoder = instantiate(cfg.retriever.encoder)
         retriever_cfg = {k: v for k, v in cfg.retriever.items() if k != "encoder"}
         self.retriever = instantiate(retriever_cfg, encoder=self.encoder)
@@ -102,7 +110,7 @@ class Pipeline:
 
     def load(self):
         start = time.perf_counter()
-        examples = instantiate(self.cfg.dataset)
+        examples = instantiate(dataset_loader_config(self.cfg.dataset))
         if not examples:
             raise ValueError(f"dataset {self.cfg.dataset.get('name')!r} produced no examples")
         self._timed("load", start)
@@ -254,9 +262,9 @@ class Pipeline:
         return {
             "answer": answer,
             "raw_answer": None if answer is None else self.raw_answers.get(item.prompt, answer),
-            "em": float("nan") if answer is None else exact_match(answer, ex.answers),
-            "f1": float("nan") if answer is None else f1_score(answer, ex.answers),
-            **({} if answer is None else dataset_scores(answer, ex)),
+            EM: float("nan") if answer is None else exact_match(answer, ex.answers),
+            F1: float("nan") if answer is None else f1_score(answer, ex.answers),
+            **({} if answer is None else dataset_scores(answer, ex, self.scorers)),
         }
 
 

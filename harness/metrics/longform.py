@@ -17,10 +17,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from harness.metrics.answers import normalize_answer
+from harness.metrics.registry import BLEU1, BLEU4, METEOR, QASPER_F1, QUALITY_CORRECT, ROUGE_L
 from harness.types import Example
 
 QASPER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
@@ -214,10 +216,10 @@ def meteor(prediction: str, references: Sequence[str]) -> float:
 def narrativeqa_question_scores(prediction: str, references: Sequence[str]) -> dict[str, float]:
     """Per-question BLEU-1, BLEU-4 (sentence level), ROUGE-L and METEOR (NaN when unavailable)."""
     return {
-        "bleu1": bleu(prediction, references, 1),
-        "bleu4": bleu(prediction, references, 4),
-        "rougeL": rouge_l(prediction, references),
-        "meteor": meteor(prediction, references),
+        BLEU1: bleu(prediction, references, 1),
+        BLEU4: bleu(prediction, references, 4),
+        ROUGE_L: rouge_l(prediction, references),
+        METEOR: meteor(prediction, references),
     }
 
 
@@ -237,14 +239,45 @@ def narrativeqa_scores(predictions: Sequence[str], references: Sequence[Sequence
     }
 
 
-def dataset_scores(prediction: str, example: Example) -> dict[str, float]:
-    """The dataset's own per-question metrics, beside EM/F1: QASPER answer F1 (max over annotators),
-    QuALITY multiple-choice correctness, NarrativeQA BLEU-1/4, ROUGE-L and METEOR."""
-    if example.dataset == "qasper":
-        score, kind = qasper_answer_f1(prediction, example)
-        return {"qasper_f1": score, "qasper_answer_type": kind}
-    if example.dataset == "quality":
-        return {"quality_correct": quality_accuracy([prediction], [example])["accuracy"]}
-    if example.dataset == "narrativeqa":
-        return narrativeqa_question_scores(prediction, list(example.answers))
-    return {}
+def qasper_f1_scores(prediction: str, example: Example) -> dict[str, float | str]:
+    score, kind = qasper_answer_f1(prediction, example)
+    return {QASPER_F1: score, "qasper_answer_type": kind}
+
+
+def quality_accuracy_scores(prediction: str, example: Example) -> dict[str, float]:
+    return {QUALITY_CORRECT: quality_accuracy([prediction], [example])["accuracy"]}
+
+
+def bleu_rouge_meteor_scores(prediction: str, example: Example) -> dict[str, float]:
+    return narrativeqa_question_scores(prediction, list(example.answers))
+
+
+# A dataset config names its own scorers (``scorers: [qasper_f1]`` in conf/dataset/qasper.yaml): a scorer
+# reads fields that only its loader fills in (QASPER answer types, QuALITY options), so a free-text dataset
+# name is no safe guide to which ones apply.
+DATASET_SCORERS: dict[str, Callable[[str, Example], dict[str, Any]]] = {
+    "qasper_f1": qasper_f1_scores,
+    "quality_accuracy": quality_accuracy_scores,
+    "bleu_rouge_meteor": bleu_rouge_meteor_scores,
+}
+
+
+def check_scorers(names: Sequence[str] | None) -> tuple[str, ...]:
+    """The scorer names of a dataset config (None: none), refusing an unknown one by name."""
+    names = () if names is None else names
+    if isinstance(names, str):
+        raise TypeError(f"dataset.scorers must be a list of scorer names, got the string {names!r}")
+    unknown = [n for n in names if n not in DATASET_SCORERS]
+    if unknown:
+        raise ValueError(f"unknown dataset scorer(s) {unknown}; known: {', '.join(DATASET_SCORERS)}")
+    return tuple(names)
+
+
+def dataset_scores(prediction: str, example: Example, scorers: Sequence[str] = ()) -> dict[str, Any]:
+    """The dataset's own per-question metrics beside EM/F1, from the scorers its config names: QASPER
+    answer F1 (max over annotators), QuALITY multiple-choice correctness, NarrativeQA's BLEU-1/4,
+    ROUGE-L and METEOR."""
+    scores: dict[str, Any] = {}
+    for name in check_scorers(scorers):
+        scores.update(DATASET_SCORERS[name](prediction, example))
+    return scores
