@@ -25,7 +25,7 @@ from harness.fingerprint import code_fingerprint, identity_config, input_files_d
 from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import check_scorers, dataset_scores
-from harness.metrics.registry import EM, F1
+from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import PoolCache, compute_pools, pool_key
@@ -199,8 +199,8 @@ class Pipeline:
                 "n_selected": len(selected.candidates),
                 "n_snippets_available": len(snippets),
                 "n_snippets": len(context.snippets),
-                "context_tokens": count,
-                "prompt_tokens": self.reader.count_prompt_tokens(prompt),
+                CONTEXT_TOKENS: count,
+                PROMPT_TOKENS: self.reader.count_prompt_tokens(prompt),
             }
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         self._timed("pack", start)

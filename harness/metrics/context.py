@@ -13,6 +13,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from harness.metrics.answers import answer_tokens, as_answer_list
+from harness.metrics.registry import (
+    ALL_GOLD_IN_READER,
+    ANSWER_IN_CONTEXT,
+    ANSWER_IN_CONTEXT_GRADED,
+    GOLD_DOC_COVERAGE,
+    GOLD_TOKEN_DENSITY,
+)
 from harness.types import Context, Example
 
 
@@ -116,9 +123,9 @@ def gold_token_density(context: Context, gold_doc_ids: Iterable[str]) -> float:
 def context_diagnostics(context: Context, example: Example, context_text: str) -> dict[str, float]:
     """All packed-context diagnostics for one question, keyed by their result-column names."""
     return {
-        "answer_in_context": answer_in_context(context_text, example.answers),
-        "answer_in_context_graded": answer_in_context_graded(context_text, example.answers),
-        "gold_doc_coverage": gold_doc_coverage(context, example.gold_doc_ids),
-        "all_gold_in_reader": all_gold_in_reader(context, example.gold_doc_ids),
-        "gold_token_density": gold_token_density(context, example.gold_doc_ids),
+        ANSWER_IN_CONTEXT: answer_in_context(context_text, example.answers),
+        ANSWER_IN_CONTEXT_GRADED: answer_in_context_graded(context_text, example.answers),
+        GOLD_DOC_COVERAGE: gold_doc_coverage(context, example.gold_doc_ids),
+        ALL_GOLD_IN_READER: all_gold_in_reader(context, example.gold_doc_ids),
+        GOLD_TOKEN_DENSITY: gold_token_density(context, example.gold_doc_ids),
     }

@@ -17,6 +17,16 @@ from harness.metrics.ranking import (
     ndcg_at_k,
     s_recall_at_k,
 )
+from harness.metrics.registry import (
+    ALPHA_NDCG,
+    APD,
+    ERR_IA,
+    NDCG,
+    POOL_REDUNDANCY,
+    RECALL,
+    S_RECALL,
+    VENDI,
+)
 from harness.metrics.retrieval import recall_at_k
 from harness.types import Pool
 
@@ -107,14 +117,14 @@ def selection_metrics(selected_pool: Pool, full_pool: Pool, k: int) -> dict[str,
     retrievable = {source for sources in pool_ranked for source in sources}
     top = selected_pool.embeddings[:k]
     return {
-        "recall": recall_at_k(ranked, gold, k),
-        "ndcg": ndcg_at_k(ranked, gold, k),
-        "alpha_ndcg": alpha_ndcg_at_k(ranked, gold, k, ideal_candidates=pool_ranked),
-        "s_recall": s_recall_at_k(ranked, gold, k, retrievable_ids=retrievable),
-        "err_ia": err_ia_at_k(ranked, gold, k),
-        "apd": average_pairwise_distance(top),
-        "vendi": vendi_score(top),
-        "pool_redundancy": near_duplicate_fraction(full_pool.embeddings),
+        RECALL: recall_at_k(ranked, gold, k),
+        NDCG: ndcg_at_k(ranked, gold, k),
+        ALPHA_NDCG: alpha_ndcg_at_k(ranked, gold, k, ideal_candidates=pool_ranked),
+        S_RECALL: s_recall_at_k(ranked, gold, k, retrievable_ids=retrievable),
+        ERR_IA: err_ia_at_k(ranked, gold, k),
+        APD: average_pairwise_distance(top),
+        VENDI: vendi_score(top),
+        POOL_REDUNDANCY: near_duplicate_fraction(full_pool.embeddings),
         # distinct gold documents the selection could have reached; 0 is where s_recall is 0 by convention
         "gold_in_pool": len(set(gold) & retrievable),
     }

@@ -19,7 +19,7 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from harness.metrics.registry import ANSWER_IN_CONTEXT
+from harness.metrics.registry import ANSWER_IN_CONTEXT, RECALL_AT_K
 from harness.stats.bootstrap import bootstrap_p_value, clustered_bootstrap, paired_bootstrap, percentile_interval
 
 
@@ -99,7 +99,7 @@ def _validity_from_moments(m: np.ndarray) -> dict[str, np.ndarray]:
 def incremental_validity(
     rows: pd.DataFrame,
     outcome: str = "f1",
-    base: str = "recall_at_k",
+    base: str = RECALL_AT_K,
     added: str = ANSWER_IN_CONTEXT,
     cluster: str = "question_id",
     n_resamples: int = 10000,
