@@ -59,18 +59,18 @@ def test_published_settings(tmp_path):
     readers = {name: instantiate(minimal_cfg(name, tmp_path).reader) for name in READER_CONFIGS}
     default = readers["smollm2_135m"]
     # float32 on CPU: batch-invariant answers, so the batch size stays out of the reader id.
-    assert (default.batch_size, default.max_new_tokens, default.dtype) == (8, 24, "float32")
+    assert (default.batch_size, default.max_new_tokens, default.spec.dtype) == (8, 24, "float32")
     assert default.batch_invariant and "batch=" not in default.reader_id
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
     assert default.torch_threads == 1
-    assert default.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
+    assert default.spec.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
     for big in ("qwen2.5_14b", "qwen2.5_32b"):
-        assert (readers[big].quantization, readers[big].device_map) == ("nf4", "auto")
-    assert readers["qwen2.5_7b_nf4"].pretrained == readers["qwen2.5_7b"].pretrained == "Qwen/Qwen2.5-7B-Instruct"
+        assert (readers[big].spec.quantization, readers[big].spec.device_map) == ("nf4", "auto")
+    assert readers["qwen2.5_7b_nf4"].spec.pretrained == readers["qwen2.5_7b"].spec.pretrained == "Qwen/Qwen2.5-7B-Instruct"
     assert readers["qwen2.5_7b_nf4"].reader_id != readers["qwen2.5_7b"].reader_id
-    assert readers["flan_t5_base"].num_beams == 4 and readers["flan_t5_base"].pretrained == "google/flan-t5-base"
-    assert readers["phi3.5_mini"].pretrained == "microsoft/Phi-3.5-mini-instruct"
-    assert readers["falcon3_3b"].pretrained == "tiiuae/Falcon3-3B-Instruct"
+    assert readers["flan_t5_base"].num_beams == 4 and readers["flan_t5_base"].spec.pretrained == "google/flan-t5-base"
+    assert readers["phi3.5_mini"].spec.pretrained == "microsoft/Phi-3.5-mini-instruct"
+    assert readers["falcon3_3b"].spec.pretrained == "tiiuae/Falcon3-3B-Instruct"
     assert len({r.name for r in readers.values()}) == len(readers)
 
 

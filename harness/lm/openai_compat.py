@@ -7,14 +7,14 @@ in order, so the rate limit is exact and a failure names the prompt that failed.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.cache import stable_hash
 from harness.lm.base import CachedChatLM
 from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
+
+CLIENT_DEFAULTS = {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}
 
 # The chat LM's historical name for the shared error type.
 ChatCompletionError = ServerRequestError
@@ -26,32 +26,25 @@ class OpenAIChatLM(CachedChatLM):
     def __init__(
         self,
         model: str = "gpt-4o-mini",
-        base_url: str = "https://api.openai.com/v1",
-        api_key_env: str | None = "OPENAI_API_KEY",
         system_prompt: str = "",
         temperature: float = 0.0,
-        timeout_s: float = 60.0,
-        max_retries: int = 6,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        min_interval_s: float = 0.0,
         max_tokens_field: str = "max_tokens",
         extra_body: dict[str, Any] | None = None,
         cache_dir: str | Path | None = None,
         name: str = "openai",
-        sleep: Callable[[float], None] = time.sleep,
+        **client: Any,
     ) -> None:
-        self.http = OpenAICompatClient(
-            base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s, min_interval_s=min_interval_s, name=name, sleep=sleep,
-        )
+        """The remaining keyword arguments are the HTTP client's (``OpenAICompatClient``: ``base_url``,
+        ``api_key_env``, ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_backoff_s``,
+        ``min_interval_s``, ``sleep``); the defaults reach the OpenAI API with ``$OPENAI_API_KEY``."""
+        self.http = OpenAICompatClient(**{**CLIENT_DEFAULTS, **client}, name=name)
         self.base_url = self.http.base_url
         model_id = f"{model}@{self.base_url}|temperature={float(temperature)}"
         if extra_body:
             model_id += f"|extra={stable_hash(dict(extra_body))[:12]}"
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
         self.model = model
-        self.api_key_env = api_key_env
+        self.api_key_env = self.http.api_key_env
         self.temperature = float(temperature)
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})

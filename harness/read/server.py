@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,9 @@ from harness.text.tokens import TokenCounter
 log = logging.getLogger(__name__)
 
 ENDPOINTS = {"completions": "completions", "chat": "chat/completions"}
+# The client's settings (OpenAICompatClient: base_url, api_key_env, timeout_s, max_retries, backoff_s,
+# max_backoff_s, min_interval_s, sleep) where a local server wants other defaults.
+CLIENT_DEFAULTS = {"base_url": "http://127.0.0.1:8080/v1", "timeout_s": 120.0}
 
 
 def _clean(raw: str) -> str:
@@ -52,15 +54,14 @@ def _cached_raw(key: str, entry: Any) -> str | None:
 
 class ServerReader:
     """The ``Reader`` interface (``render_prompt``, ``count_prompt_tokens``, ``token_counter``, ``answer``,
-    ``responses``) over an OpenAI-compatible server, behind the same response cache."""
+    ``responses``) over an OpenAI-compatible server, behind the same response cache. The remaining
+    keyword arguments are the HTTP client's (:class:`harness.lm.http.OpenAICompatClient`)."""
 
     def __init__(
         self,
         name: str,
         model: str,
-        base_url: str = "http://127.0.0.1:8080/v1",
         endpoint: str = "completions",
-        api_key_env: str | None = None,
         tokenizer: str | None = None,
         offline_model: str | None = None,
         models_dir: str | Path = DEFAULT_MODELS_DIR,
@@ -70,16 +71,11 @@ class ServerReader:
         seed: int = 0,
         stop: Sequence[str] | None = None,
         concurrency: int = 4,
-        timeout_s: float = 120.0,
-        max_retries: int = 6,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        min_interval_s: float = 0.0,
         max_tokens_field: str = "max_tokens",
         extra_body: Mapping[str, Any] | None = None,
         prompt: PromptTemplate | Mapping[str, Any] | None = None,
         cache_dir: str | Path | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        **client: Any,
     ) -> None:
         if not model:
             raise ValueError(f"reader {name!r}: `model` (the name the server serves) is required")
@@ -110,11 +106,8 @@ class ServerReader:
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
         self.prompt = as_template(prompt)
-        self.http = OpenAICompatClient(
-            base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s, min_interval_s=min_interval_s, name=f"reader {name!r}", sleep=sleep,
-            max_connections=max(self.concurrency, 1),
-        )
+        self.http = OpenAICompatClient(**{**CLIENT_DEFAULTS, **client}, name=f"reader {name!r}",
+                                       max_connections=self.concurrency)
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
         self.response_cache = ResponseCache(self.cache, decode=_cached_raw)
