@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import hydra
-from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.plugins import Plugins
 from hydra.experimental.callback import Callback
-from hydra.plugins.search_path_plugin import SearchPathPlugin
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -36,17 +33,6 @@ ERROR_FILE = "error.txt"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-class SweepsSearchPath(SearchPathPlugin):
-    """Makes ``sweeps/`` (next to ``conf/``) the ``sweeps`` group from any working directory: the
-    ``file://sweeps/..`` entry in config.yaml is relative to the directory the command runs in."""
-
-    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        search_path.append(provider="harness-sweeps", path=f"file://{REPO_ROOT}")
-
-
-Plugins.instance().register(SweepsSearchPath)
 
 
 class FailedJobs(Callback):

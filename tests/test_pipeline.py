@@ -78,7 +78,11 @@ def test_cli_run_writes_every_row_field_and_skips_a_finished_run(tmp_path):
 
 @pytest.mark.slow
 def test_cli_help_and_cfg():
-    helped = subprocess.run([sys.executable, "-m", "harness", "--help"], check=False, cwd=REPO, capture_output=True, text=True)
+    # A bounded wait: Hydra lists every folder of every search-path root as a config group, so a root at
+    # the repository (with .venv inside) once made --help take minutes.
+    helped = subprocess.run([sys.executable, "-m", "harness", "--help"], check=False, cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
     assert helped.returncode == 0 and "packer:" in helped.stdout and "python -m harness" in helped.stdout
+    assert "sweeps: " in helped.stdout and "reader_ladder_cpu" in helped.stdout
     shown = subprocess.run([sys.executable, "-m", "harness", "--cfg", "job"], check=False, cwd=REPO, capture_output=True, text=True)
     assert shown.returncode == 0 and "budget: 160" in shown.stdout
