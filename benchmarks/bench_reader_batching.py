@@ -37,8 +37,14 @@ def gold_contexts(records: list[dict], reader: Reader, context_tokens: int) -> l
     return rows
 
 
-def make_reader(batch_size: int, cache_dir: str, model_folder: Path, max_new_tokens: int,
-                torch_threads: int | None = None, dtype: str = "bfloat16") -> Reader:
+def make_reader(
+    batch_size: int,
+    cache_dir: str,
+    model_folder: Path,
+    max_new_tokens: int,
+    torch_threads: int | None = None,
+    dtype: str = "bfloat16",
+) -> Reader:
     return Reader(
         name="smollm2-135m",
         pretrained=str(model_folder),
@@ -67,9 +73,17 @@ def main() -> None:
     parser.add_argument("--context-tokens", type=int, default=160)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--model-folder", type=Path, default=DEFAULT_MODEL)
-    parser.add_argument("--dtype", default="bfloat16", help="bfloat16 (the README table) or float32 (the default reader since it is batch-invariant)")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="threads while generating (0: torch's default); one is fastest on a shared CPU")
+    parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        help="bfloat16 (the README table) or float32 (the default reader since it is batch-invariant)",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="threads while generating (0: torch's default); one is fastest on a shared CPU",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     threads = args.torch_threads or None
@@ -79,21 +93,32 @@ def main() -> None:
     rows = gold_contexts(records, probe, args.context_tokens)
     prompts = [probe.render_prompt(q, c) for q, c, _ in rows]
     prompt_tokens = [probe.count_prompt_tokens(p) for p in prompts]
-    print(f"{len(prompts)} questions, prompt tokens mean {sum(prompt_tokens) / len(prompts):.0f} "
-          f"(min {min(prompt_tokens)}, max {max(prompt_tokens)}), max_new_tokens {args.max_new_tokens}, "
-          f"{args.dtype}, generation threads {threads or torch.get_num_threads()}")
+    print(
+        f"{len(prompts)} questions, prompt tokens mean {sum(prompt_tokens) / len(prompts):.0f} "
+        f"(min {min(prompt_tokens)}, max {max(prompt_tokens)}), max_new_tokens {args.max_new_tokens}, "
+        f"{args.dtype}, generation threads {threads or torch.get_num_threads()}"
+    )
 
     figures: dict[str, object] = {"questions": len(prompts)}
     results: dict[int, tuple[list[str], float, Reader]] = {}
     for batch_size in [1, *args.batch_sizes]:
-        reader = make_reader(batch_size, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens, threads, args.dtype)
+        reader = make_reader(
+            batch_size,
+            tempfile.mkdtemp(prefix="bench-reader-"),
+            args.model_folder,
+            args.max_new_tokens,
+            threads,
+            args.dtype,
+        )
         reader.answer(["Warm-up prompt: say hello."])  # weights load and first-call costs, untimed
         answers, seconds = timed_answers(reader, prompts)
         assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
         results[batch_size] = (answers, seconds, reader)
         correct = sum(gold.lower() in a.lower() for a, (_, _, gold) in zip(answers, rows))
-        print(f"batch size {batch_size:>2}: {seconds:6.1f} s, {len(prompts) / seconds:5.2f} questions/s, "
-              f"gold answer in output {correct}/{len(prompts)}")
+        print(
+            f"batch size {batch_size:>2}: {seconds:6.1f} s, {len(prompts) / seconds:5.2f} questions/s, "
+            f"gold answer in output {correct}/{len(prompts)}"
+        )
         figures[f"bs{batch_size}_seconds"] = round(seconds, 2)
         figures[f"bs{batch_size}_qps"] = round(len(prompts) / seconds, 3)
 
@@ -101,8 +126,10 @@ def main() -> None:
     for batch_size in args.batch_sizes:
         answers, seconds, _ = results[batch_size]
         same = sum(a == b for a, b in zip(answers, results[1][0]))
-        print(f"speed-up batch {batch_size} vs 1: {base / seconds:.2f}x; answers identical to batch size 1: "
-              f"{same}/{len(prompts)}")
+        print(
+            f"speed-up batch {batch_size} vs 1: {base / seconds:.2f}x; answers identical to batch size 1: "
+            f"{same}/{len(prompts)}"
+        )
         figures[f"speedup_bs{batch_size}"] = round(base / seconds, 2)
         figures[f"identical_bs{batch_size}"] = same
 
@@ -112,8 +139,10 @@ def main() -> None:
     warm_answers, warm_seconds = timed_answers(reader, prompts)
     assert reader.generated == before, "a warm cache must answer every prompt"
     assert warm_answers == results[largest][0]
-    print(f"warm cache (batch size {largest}): {warm_seconds:.4f} s = {warm_seconds / first_seconds:.2e} "
-          f"of the cold run, 0 generations")
+    print(
+        f"warm cache (batch size {largest}): {warm_seconds:.4f} s = {warm_seconds / first_seconds:.2e} "
+        f"of the cold run, 0 generations"
+    )
     figures["warm_seconds"] = round(warm_seconds, 4)
     figures["warm_fraction"] = round(warm_seconds / first_seconds, 5)
     if args.json:

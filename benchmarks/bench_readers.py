@@ -48,13 +48,21 @@ def installed(rung: str, models_dir: Path) -> bool:
 
 
 def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1) -> Reader:
-    common = {"name": f"{rung}-{backend}", "offline_model": rung, "models_dir": str(args.models_dir), "backend": backend,
-                  "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens, "cache_dir": cache_dir,
-                  "show_progress": False}
+    common = {
+        "name": f"{rung}-{backend}",
+        "offline_model": rung,
+        "models_dir": str(args.models_dir),
+        "backend": backend,
+        "batch_size": args.batch_size,
+        "max_new_tokens": args.max_new_tokens,
+        "cache_dir": cache_dir,
+        "show_progress": False,
+    }
     if backend == "llama_cpp":
         return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": args.threads, "n_ctx": 2048})
-    return Reader(**common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype,
-                  torch_threads=args.threads)
+    return Reader(
+        **common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype, torch_threads=args.threads
+    )
 
 
 def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
@@ -70,11 +78,17 @@ def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
     assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
     golds = [gold for _, _, gold in rows]
     return {
-        "rung": rung, "backend": backend if backend == "transformers" else f"llama_cpp x{slots}",
-        "load_s": load, "seconds": seconds, "s_per_q": seconds / len(rows), "cpu_s_per_q": cpu / len(rows), "qps": len(rows) / seconds,
+        "rung": rung,
+        "backend": backend if backend == "transformers" else f"llama_cpp x{slots}",
+        "load_s": load,
+        "seconds": seconds,
+        "s_per_q": seconds / len(rows),
+        "cpu_s_per_q": cpu / len(rows),
+        "qps": len(rows) / seconds,
         "f1": sum(f1_score(a, g) for a, g in zip(answers, golds)) / len(rows),
         "em": sum(exact_match(a, g) for a, g in zip(answers, golds)) / len(rows),
-        "prompt_tokens": sum(tokens) / len(tokens), "answers": answers,
+        "prompt_tokens": sum(tokens) / len(tokens),
+        "answers": answers,
     }
 
 
@@ -83,10 +97,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--questions", type=int, default=50, help="the first N questions")
     parser.add_argument("--rungs", nargs="+", default=None, choices=RUNGS, help="default: every installed rung")
-    parser.add_argument("--backends", nargs="+", default=["llama_cpp", "transformers"],
-                        choices=["llama_cpp", "transformers"])
-    parser.add_argument("--slots", type=int, nargs="+", default=[1],
-                        help="llama.cpp parallel slots to compare (each a row)")
+    parser.add_argument(
+        "--backends", nargs="+", default=["llama_cpp", "transformers"], choices=["llama_cpp", "transformers"]
+    )
+    parser.add_argument(
+        "--slots", type=int, nargs="+", default=[1], help="llama.cpp parallel slots to compare (each a row)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="compute threads for either backend")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
@@ -100,9 +116,11 @@ def main() -> None:
     if missing:
         raise SystemExit(f"not installed: {missing} (make models / make models-1.5b)")
     rows = gold_rows(json.loads(args.data.read_text())[: args.questions])
-    print(f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
-          f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, {args.threads} thread(s), "
-          f"transformers in {args.dtype}")
+    print(
+        f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
+        f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, {args.threads} thread(s), "
+        f"transformers in {args.dtype}"
+    )
 
     results = []
     for rung in rungs:
@@ -119,20 +137,26 @@ def main() -> None:
                 print(f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}", flush=True)
 
     print()
-    print("| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM | same answers as row 1 of rung |")
+    print(
+        "| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM | same answers as row 1 of rung |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
         first = next(r for r in results if r["rung"] == result["rung"])
         same = sum(a == b for a, b in zip(result["answers"], first["answers"]))
-        print(f"| {result['rung']} ({OFFLINE_MODELS[result['rung']].quantization}) | {result['backend']} | "
-              f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | {result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
-              f"{result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |")
+        print(
+            f"| {result['rung']} ({OFFLINE_MODELS[result['rung']].quantization}) | {result['backend']} | "
+            f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | {result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
+            f"{result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |"
+        )
     for rung in rungs:
         by = {r["backend"]: r for r in results if r["rung"] == rung}
         if "transformers" in by and "llama_cpp x1" in by:
             hf, cpp = by["transformers"], by["llama_cpp x1"]
-            print(f"{rung}: transformers / llama.cpp (1 slot) time per question: {hf['seconds'] / cpp['seconds']:.2f}x "
-                  f"wall, {hf['cpu_s_per_q'] / cpp['cpu_s_per_q']:.2f}x CPU (above 1: llama.cpp is faster)")
+            print(
+                f"{rung}: transformers / llama.cpp (1 slot) time per question: {hf['seconds'] / cpp['seconds']:.2f}x "
+                f"wall, {hf['cpu_s_per_q'] / cpp['cpu_s_per_q']:.2f}x CPU (above 1: llama.cpp is faster)"
+            )
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=2))
 

@@ -26,9 +26,18 @@ HOTPOT = REPO.parent / "shared" / "data" / "hotpotqa" / "hotpot_dev_distractor_v
 
 def launch(sweep_dir: Path, cache_dir: Path, questions: int) -> float:
     args = [
-        sys.executable, "-m", "harness", "-m", "dataset=hotpotqa", f"dataset.path={HOTPOT}",
-        f"dataset.sample_size={questions}", "logger=none",
-        "budget=96,128,160,224", "packer=packed,focused,mmr,submod", "seed=42,13", f"hydra.sweep.dir={sweep_dir}",
+        sys.executable,
+        "-m",
+        "harness",
+        "-m",
+        "dataset=hotpotqa",
+        f"dataset.path={HOTPOT}",
+        f"dataset.sample_size={questions}",
+        "logger=none",
+        "budget=96,128,160,224",
+        "packer=packed,focused,mmr,submod",
+        "seed=42,13",
+        f"hydra.sweep.dir={sweep_dir}",
     ]
     env = {**os.environ, "HARNESS_CACHE_DIR": str(cache_dir)}
     start = time.perf_counter()
@@ -69,16 +78,22 @@ def main() -> None:
     jobs = 4 * 4 * 2
     print(f"sweep: {jobs} jobs x {args.questions} questions (HotpotQA distractor sample), default models")
     print(f"first launch wall time                      {first:9.1f} s")
-    print(f"encoder texts requested / computed / unique {first_counts['encoder_texts_requested']} / "
-          f"{first_counts['encoder_texts_computed']} / {unique_texts}"
-          f"  -> {first_counts['encoder_texts_computed'] / unique_texts:.2f} computations per unique text")
-    print(f"reader prompts requested / generated / unique {first_counts['reader_prompts_requested']} / "
-          f"{first_counts['reader_prompts_generated']} / {unique_prompts}"
-          f"  -> {first_counts['reader_prompts_generated'] / unique_prompts:.2f} generations per unique prompt")
+    print(
+        f"encoder texts requested / computed / unique {first_counts['encoder_texts_requested']} / "
+        f"{first_counts['encoder_texts_computed']} / {unique_texts}"
+        f"  -> {first_counts['encoder_texts_computed'] / unique_texts:.2f} computations per unique text"
+    )
+    print(
+        f"reader prompts requested / generated / unique {first_counts['reader_prompts_requested']} / "
+        f"{first_counts['reader_prompts_generated']} / {unique_prompts}"
+        f"  -> {first_counts['reader_prompts_generated'] / unique_prompts:.2f} generations per unique prompt"
+    )
     print(f"second identical launch (same sweep dir)    {again:9.1f} s = {again / first:.1%} of the first")
-    print(f"fresh sweep dir, warm caches                {warm:9.1f} s = {warm / first:.1%} of the first"
-          f"  (encoder computed {warm_counts['encoder_texts_computed']}, reader generated "
-          f"{warm_counts['reader_prompts_generated']})")
+    print(
+        f"fresh sweep dir, warm caches                {warm:9.1f} s = {warm / first:.1%} of the first"
+        f"  (encoder computed {warm_counts['encoder_texts_computed']}, reader generated "
+        f"{warm_counts['reader_prompts_generated']})"
+    )
 
 
 if __name__ == "__main__":

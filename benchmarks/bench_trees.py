@@ -65,8 +65,12 @@ def main() -> None:
     parser.add_argument("--max-questions", type=int, default=None, help="cap on abstractive questions")
     parser.add_argument("--chunk-tokens", type=int, default=100)
     parser.add_argument("--reducer", default="auto")
-    parser.add_argument("--classifier", default="lm", choices=["lm", "rules", "gold"],
-                        help="gold: build for every abstractive question (isolates construction cost)")
+    parser.add_argument(
+        "--classifier",
+        default="lm",
+        choices=["lm", "rules", "gold"],
+        help="gold: build for every abstractive question (isolates construction cost)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder (no cache hits)")
@@ -80,21 +84,33 @@ def main() -> None:
     papers = list(dict.fromkeys(e.metadata["paper_id"] for e in examples))[: args.papers]
     examples = [e for e in examples if e.metadata["paper_id"] in papers]
     encoder = Encoder("offline:all-MiniLM-L6-v2", cache_dir=str(cache_dir), show_progress=False)
-    lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2",
-                     cache_dir=cache_dir, torch_threads=args.torch_threads, batch_size=8)
+    lm = LocalChatLM(
+        pretrained=str(default_folder("smollm2")),
+        offline_model="smollm2",
+        cache_dir=cache_dir,
+        torch_threads=args.torch_threads,
+        batch_size=8,
+    )
     # The dynamic trees get an LM with no persistent cache, emptied before each question: questions on
     # one paper share prompts (the table of contents, a one-sub-question cluster of every chunk), and
     # a cache hit would hide a cost every question really pays when built on its own.
-    dtcrs_lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2",
-                           torch_threads=args.torch_threads, batch_size=8)
+    dtcrs_lm = LocalChatLM(
+        pretrained=str(default_folder("smollm2")),
+        offline_model="smollm2",
+        torch_threads=args.torch_threads,
+        batch_size=8,
+    )
     services = TreeServices(encoder=encoder, tokens=resolve_token_counter("offline:smollm2"), seed=args.seed)
     common = {"reducer": args.reducer}
     raptor = RaptorTree(lm=lm, **common)
     dtcrs = DynamicTree(lm=dtcrs_lm, classifier=args.classifier, **common)
     pools = {p.example.question_id: p for p in DenseRetriever(encoder).retrieve(examples)}
     abstractive = [e for e in examples if e.qtype == "abstractive"][: args.max_questions]
-    print(f"{len(papers)} papers, {len(examples)} questions, {len(abstractive)} abstractive; "
-          f"chunks of {args.chunk_tokens} SmolLM2 tokens; reducer={args.reducer}; cache {cache_dir}", flush=True)
+    print(
+        f"{len(papers)} papers, {len(examples)} questions, {len(abstractive)} abstractive; "
+        f"chunks of {args.chunk_tokens} SmolLM2 tokens; reducer={args.reducer}; cache {cache_dir}",
+        flush=True,
+    )
 
     build = set(args.trees.split(","))
     results: dict = {"args": vars(args), "raptor": {}, "dtcrs": {}}
@@ -116,13 +132,19 @@ def main() -> None:
                 "build_seconds": round(tree.build_seconds, 1),
                 "timings": {k: round(v, 1) for k, v in tree.timings.items()},
                 "wall_seconds": round(time.perf_counter() - start, 1),
-                "coverage": {e.question_id: layer_coverage(tree, embeddings, pools[e.question_id].query_embedding,
-                                                           set(e.gold_doc_ids))
-                             for e in by_paper[pid] if e.qtype == "abstractive"},
+                "coverage": {
+                    e.question_id: layer_coverage(
+                        tree, embeddings, pools[e.question_id].query_embedding, set(e.gold_doc_ids)
+                    )
+                    for e in by_paper[pid]
+                    if e.qtype == "abstractive"
+                },
             }
             r = results["raptor"][pid]
-            print(f"raptor {pid}: chunks {r['chunks']}, nodes/layer {r['nodes_per_layer']}, "
-                  f"{r['build_seconds']} s", flush=True)
+            print(
+                f"raptor {pid}: chunks {r['chunks']}, nodes/layer {r['nodes_per_layer']}, {r['build_seconds']} s",
+                flush=True,
+            )
             _dump(args.out, results)
         for e in abstractive if "dtcrs" in build else []:
             pool = pools[e.question_id]
@@ -133,8 +155,12 @@ def main() -> None:
                 record = dtcrs.cached(info["cache_key"])
                 tree = SummaryTree.from_json(record["tree"])
                 _, leaf_emb = dtcrs.leaves(pool, services)
-                coverage = layer_coverage(tree, [leaf_emb] + dtcrs.summary_embeddings(info["cache_key"], tree, services),
-                                          pool.query_embedding, set(e.gold_doc_ids))
+                coverage = layer_coverage(
+                    tree,
+                    [leaf_emb] + dtcrs.summary_embeddings(info["cache_key"], tree, services),
+                    pool.query_embedding,
+                    set(e.gold_doc_ids),
+                )
             results["dtcrs"][e.question_id] = {
                 "paper": e.metadata["paper_id"],
                 "question": e.question,
@@ -151,8 +177,11 @@ def main() -> None:
                 verdict = classify_question(e.question, lm, "lm", max_new_tokens=dtcrs.classify_max_tokens)
                 results["dtcrs"][e.question_id]["lm_class"] = f"{verdict.label} ({verdict.source})"
             d = results["dtcrs"][e.question_id]
-            print(f"dtcrs {e.question_id[:8]} ({d['class']}/{d['class_source']}): {len(d['subquestions'])} sub-questions, "
-                  f"nodes/layer {d['nodes_per_layer']}, {d['build_seconds']} s", flush=True)
+            print(
+                f"dtcrs {e.question_id[:8]} ({d['class']}/{d['class_source']}): {len(d['subquestions'])} sub-questions, "
+                f"nodes/layer {d['nodes_per_layer']}, {d['build_seconds']} s",
+                flush=True,
+            )
             _dump(args.out, results)
     report(results)
     _dump(args.out, results)
@@ -168,15 +197,21 @@ def report(results: dict) -> None:
     print("\nRAPTOR, one tree per paper")
     print(f"{'paper':<12} {'chunks':>6} {'nodes per layer':<22} {'summaries':>9} {'build s':>8}")
     for pid, r in raptor.items():
-        print(f"{pid:<12} {r['chunks']:>6} {r['nodes_per_layer']!s:<22} {r['summary_nodes']:>9} {r['build_seconds']:>8.1f}")
+        print(
+            f"{pid:<12} {r['chunks']:>6} {r['nodes_per_layer']!s:<22} {r['summary_nodes']:>9} {r['build_seconds']:>8.1f}"
+        )
     print("\nDTCRS, one tree per abstractive question")
-    print(f"{'question':<10} {'paper':<12} {'class':<22} {'subq':>4} {'nodes per layer':<16} {'summaries':>9} {'build s':>8}")
+    print(
+        f"{'question':<10} {'paper':<12} {'class':<22} {'subq':>4} {'nodes per layer':<16} {'summaries':>9} {'build s':>8}"
+    )
     for qid, d in dtcrs.items():
         label = f"{d['class']} ({d['class_source']})"
         if "lm_class" in d:
             label += f"; LM: {d['lm_class']}"
-        print(f"{qid[:8]:<10} {d['paper']:<12} {label:<22} {len(d['subquestions']):>4} "
-              f"{d['nodes_per_layer']!s:<16} {d['summary_nodes']:>9} {d['build_seconds']:>8.1f}")
+        print(
+            f"{qid[:8]:<10} {d['paper']:<12} {label:<22} {len(d['subquestions']):>4} "
+            f"{d['nodes_per_layer']!s:<16} {d['summary_nodes']:>9} {d['build_seconds']:>8.1f}"
+        )
 
     paired = [(raptor[d["paper"]], d) for d in dtcrs.values() if d["paper"] in raptor]
     if paired:
@@ -190,12 +225,24 @@ def report(results: dict) -> None:
         papers = sorted({d["paper"] for _, d in paired})
         r_total = sum(raptor[p]["build_seconds"] for p in papers)
         d_total = sum(d["build_seconds"] for _, d in paired)
-        print(f"  per paper, all its abstractive questions ({len(papers)} papers): RAPTOR {r_total:.0f} s once per "
-              f"paper vs DTCRS {d_total:.0f} s over the questions ({1 - d_total / r_total:.1%} less)")
+        print(
+            f"  per paper, all its abstractive questions ({len(papers)} papers): RAPTOR {r_total:.0f} s once per "
+            f"paper vs DTCRS {d_total:.0f} s over the questions ({1 - d_total / r_total:.1%} less)"
+        )
         built = [d for _, d in paired if d["coverage"]]
-        for name, rows in (("RAPTOR", [r["coverage"][qid] for qid, d in dtcrs.items() if d["paper"] in raptor
-                                       for r in [raptor[d["paper"]]] if qid in r["coverage"]]),
-                           ("DTCRS", [d["coverage"] for d in built])):
+        for name, rows in (
+            (
+                "RAPTOR",
+                [
+                    r["coverage"][qid]
+                    for qid, d in dtcrs.items()
+                    if d["paper"] in raptor
+                    for r in [raptor[d["paper"]]]
+                    if qid in r["coverage"]
+                ],
+            ),
+            ("DTCRS", [d["coverage"] for d in built]),
+        ):
             if not rows:
                 continue
             depth = max(len(c) for c in rows)
@@ -208,8 +255,10 @@ def report(results: dict) -> None:
             print(f"  evidence coverage {name}: " + "; ".join(parts))
     all_raptor = list(raptor.values())
     if all_raptor:
-        print(f"\nRAPTOR over {len(all_raptor)} papers: {sum(r['summary_nodes'] for r in all_raptor)} summaries, "
-              f"{sum(r['build_seconds'] for r in all_raptor):.0f} s")
+        print(
+            f"\nRAPTOR over {len(all_raptor)} papers: {sum(r['summary_nodes'] for r in all_raptor)} summaries, "
+            f"{sum(r['build_seconds'] for r in all_raptor):.0f} s"
+        )
 
 
 if __name__ == "__main__":

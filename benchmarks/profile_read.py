@@ -43,8 +43,10 @@ class Clock:
 def padding_share(reader: Reader, prompts: list[str]) -> float:
     """Share of the token slots in length-sorted batches that are padding."""
     lengths = sorted((reader.count_prompt_tokens(p) for p in prompts), reverse=True)
-    padded = sum(max(lengths[i : i + reader.batch_size]) * len(lengths[i : i + reader.batch_size])
-                 for i in range(0, len(lengths), reader.batch_size))
+    padded = sum(
+        max(lengths[i : i + reader.batch_size]) * len(lengths[i : i + reader.batch_size])
+        for i in range(0, len(lengths), reader.batch_size)
+    )
     return 1 - sum(lengths) / padded
 
 
@@ -62,8 +64,15 @@ def main() -> None:
         extra = dict(SETTINGS[label])
         if extra["backend"] == "transformers":
             extra["pretrained"] = str(args.models_dir / "SmolLM2-135M-Instruct")
-        reader = Reader(name=label, offline_model="smollm2", models_dir=str(args.models_dir), max_new_tokens=24,
-                        cache_dir=None, show_progress=False, **extra)
+        reader = Reader(
+            name=label,
+            offline_model="smollm2",
+            models_dir=str(args.models_dir),
+            max_new_tokens=24,
+            cache_dir=None,
+            show_progress=False,
+            **extra,
+        )
         prompts = [reader.render_prompt(q, c) for q, c in zip(rows["question"], rows["context"])]
         with Clock() as load:
             reader.module  # noqa: B018 - loads the weights
@@ -71,8 +80,11 @@ def main() -> None:
             reader.answer(["Say hello."])
         with Clock() as read:
             reader.answer(prompts)
-        print(f"| {label} | {load.wall:.1f} | {first.wall:.1f} | {read.wall:.1f} | {read.cpu:.1f} | "
-              f"{read.cpu / len(prompts):.2f} | {padding_share(reader, prompts):.1%} |", flush=True)
+        print(
+            f"| {label} | {load.wall:.1f} | {first.wall:.1f} | {read.wall:.1f} | {read.cpu:.1f} | "
+            f"{read.cpu / len(prompts):.2f} | {padding_share(reader, prompts):.1%} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -121,16 +121,21 @@ class KeyValueStore:
                 pass
             self._conn = None
         if self._file_identity() != self._identity:
-            log.warning("cache file %s was damaged (%s) and has been replaced by another process; reopening",
-                        self.path, exc)
+            log.warning(
+                "cache file %s was damaged (%s) and has been replaced by another process; reopening", self.path, exc
+            )
             return
         moved = quarantine(self.path)
         for suffix in ("-wal", "-shm"):  # the log and index of the damaged file belong to it
             side = self.path.with_name(self.path.name + suffix)
             if side.exists():
                 quarantine(side)
-        log.warning("cache file %s is damaged (%s); moved to %s and starting a fresh one (entries are recomputed)",
-                    self.path, exc, moved)
+        log.warning(
+            "cache file %s is damaged (%s); moved to %s and starting a fresh one (entries are recomputed)",
+            self.path,
+            exc,
+            moved,
+        )
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(dict.fromkeys(keys))
@@ -199,8 +204,13 @@ class _CheckedStore(KeyValueStore):
             else:
                 found[key] = payload
         if damaged:
-            log.warning("cache file %s: %d %s entries fail their checksum (first: %s); recomputing them",
-                        self.path, len(damaged), what, damaged[0])
+            log.warning(
+                "cache file %s: %d %s entries fail their checksum (first: %s); recomputing them",
+                self.path,
+                len(damaged),
+                what,
+                damaged[0],
+            )
         return found
 
 

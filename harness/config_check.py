@@ -43,9 +43,9 @@ def _is_number(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    key: str                           # dotted key; the rule applies only when the key is present
+    key: str  # dotted key; the rule applies only when the key is present
     ok: Callable[[Any], bool]
-    allowed: str                       # the allowed range, in words
+    allowed: str  # the allowed range, in words
     nullable: bool = False
 
 
@@ -68,8 +68,12 @@ RULES = [
     Rule("read", lambda v: isinstance(v, bool), "true or false"),
     Rule("read_chunk", _int_at_least(1), "an integer >= 1"),
     Rule("dataset.sample_size", _int_at_least(1), "an integer >= 1, or null for every question", nullable=True),
-    Rule("dataset.scorers", _known_scorers, f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}), or null",
-         nullable=True),
+    Rule(
+        "dataset.scorers",
+        _known_scorers,
+        f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}), or null",
+        nullable=True,
+    ),
     Rule("perturb.rho", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.gold_share", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.overlap", lambda v: _is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),
@@ -138,8 +142,10 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
             found.append(f"{rule.key}={value!r} is out of range; allowed: {rule.allowed}")
     path = _dataset_path(cfg)
     if path is not None and not path.exists():
-        found.append(f"dataset.path={str(_select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
-                     "allowed: an existing file or folder, or null for the packaged demo set")
+        found.append(
+            f"dataset.path={str(_select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
+            "allowed: an existing file or folder, or null for the packaged demo set"
+        )
     return found
 
 

@@ -84,7 +84,8 @@ def _package_files(module: str) -> list[Path]:
     directory = PACKAGE_DIR.joinpath(*module.split(".")[1:])
     if directory.is_dir():
         return sorted(
-            p for p in directory.rglob("*")
+            p
+            for p in directory.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
         )
     found = _module_file(module)
@@ -152,7 +153,8 @@ def stage_files(stage: str) -> list[Path]:
     if stage == "run":
         excluded = [PACKAGE_DIR.joinpath(*m.split(".")[1:]) for m in RUN_EXCLUDED]
         return [
-            p for p in _package_files("harness")
+            p
+            for p in _package_files("harness")
             if not any(p == e.with_suffix(".py") or e in p.parents for e in excluded)
         ]
     if stage not in STAGE_CODE:
@@ -184,10 +186,20 @@ def example_digests(examples: Sequence[Example]) -> list[str]:
         docs = ex.documents
         if id(docs) not in collections:
             collections[id(docs)] = stable_hash([_document_parts(d) for d in docs])
-        out.append(stable_hash(
-            ex.question_id, ex.question, list(ex.answers), list(ex.gold_doc_ids), collections[id(docs)],
-            ex.hops, ex.qtype, ex.split, ex.dataset, ex.metadata,
-        ))
+        out.append(
+            stable_hash(
+                ex.question_id,
+                ex.question,
+                list(ex.answers),
+                list(ex.gold_doc_ids),
+                collections[id(docs)],
+                ex.hops,
+                ex.qtype,
+                ex.split,
+                ex.dataset,
+                ex.metadata,
+            )
+        )
     return out
 
 

@@ -131,8 +131,9 @@ class Pipeline:
             if cached is not None:
                 log.info("pools: reusing %s", store.path(key))
                 return cached
-        pools, retrieval = compute_pools(examples, self.retriever, self.reranker, self.perturbation, self.encoder,
-                                         cfg.k, cfg.seed, self._timed)
+        pools, retrieval = compute_pools(
+            examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed
+        )
         store.save(key, pools, retrieval)
         return pools, retrieval
 
@@ -140,7 +141,9 @@ class Pipeline:
         cfg = self.cfg
         pools, retrieval = self.pools(examples)
 
-        services = TreeServices(encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed)
+        services = TreeServices(
+            encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed
+        )
         tokens = self.reader.token_counter
         prepared: list[Prepared] = []
         selections: list[tuple[Pool, Pool, dict]] = []
@@ -158,8 +161,7 @@ class Pipeline:
         # Snippets of every question are embedded in one batch (cached per text).
         start = time.perf_counter()
         all_snippets = [
-            make_snippets(sel, tokens, **cfg.snippets) if self.packer.uses_snippets else []
-            for _, sel, _ in selections
+            make_snippets(sel, tokens, **cfg.snippets) if self.packer.uses_snippets else [] for _, sel, _ in selections
         ]
         flat_texts = [s.text for snippets in all_snippets for s in snippets]
         # With nothing to embed (packer=none) the encoder is not touched, so a cached run never loads it.
@@ -272,9 +274,7 @@ def run_key(cfg: DictConfig) -> str:
     """Identity of a run's results: the resolved config without runtime-only keys (logger, paths, cache,
     read chunking, progress), the bytes of the dataset files it names and the fingerprint of all stage
     code (``harness.fingerprint``)."""
-    return stable_hash(
-        "run", identity_config(cfg), input_files_digest(cfg.get("dataset")), code_fingerprint("run")
-    )
+    return stable_hash("run", identity_config(cfg), input_files_digest(cfg.get("dataset")), code_fingerprint("run"))
 
 
 def finished_summary(output_dir: Path, key: str) -> dict | None:
@@ -330,14 +330,23 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         items = todo[start : start + chunk]
         # read=false: retrieval/selection studies that need no answers (EM and F1 are left empty).
         answers = pipeline.read(items) if cfg.get("read", True) else [None] * len(items)
-        fresh = [normalise_row(pipeline.row(item, answer, choices, config_columns)) for item, answer in zip(items, answers)]
+        fresh = [
+            normalise_row(pipeline.row(item, answer, choices, config_columns)) for item, answer in zip(items, answers)
+        ]
         journal.append(fresh)
         done.update((r["question_id"], r) for r in fresh)
     rows = pd.DataFrame.from_records([done[p.pool.example.question_id] for p in prepared])
-    write_outputs(cfg, rows, output_dir, pipeline.timings, key, counters={
-        "encoder_texts_requested": pipeline.encoder.requests,
-        "encoder_texts_computed": pipeline.encoder.calls,
-        "reader_prompts_requested": getattr(pipeline.reader, "requested", None),
-        "reader_prompts_generated": getattr(pipeline.reader, "generated", None),
-    })
+    write_outputs(
+        cfg,
+        rows,
+        output_dir,
+        pipeline.timings,
+        key,
+        counters={
+            "encoder_texts_requested": pipeline.encoder.requests,
+            "encoder_texts_computed": pipeline.encoder.calls,
+            "reader_prompts_requested": getattr(pipeline.reader, "requested", None),
+            "reader_prompts_generated": getattr(pipeline.reader, "generated", None),
+        },
+    )
     return rows

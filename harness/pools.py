@@ -124,8 +124,14 @@ def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[st
         candidates.append([_record(c) for c in pool.candidates])
         dtypes.append([str(pool.embeddings.dtype), str(pool.query_embedding.dtype)])
     meta = _encode(
-        {"format": FORMAT, "collections": documents, "examples": examples, "candidates": candidates,
-         "dtypes": dtypes, "retrieval": list(retrieval)},
+        {
+            "format": FORMAT,
+            "collections": documents,
+            "examples": examples,
+            "candidates": candidates,
+            "dtypes": dtypes,
+            "retrieval": list(retrieval),
+        },
         "pool cache entry",
     )
     dim = int(pools[0].query_embedding.shape[-1]) if pools else 0
@@ -135,10 +141,14 @@ def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[st
     return {
         "meta": np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
         "offsets": np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-        "embeddings": (np.concatenate([np.asarray(p.embeddings, dtype=dtype).reshape(-1, dim) for p in pools])
-                       if pools else np.zeros((0, 0), dtype)),
-        "queries": (np.stack([np.asarray(p.query_embedding, dtype=dtype) for p in pools])
-                    if pools else np.zeros((0, 0), dtype)),
+        "embeddings": (
+            np.concatenate([np.asarray(p.embeddings, dtype=dtype).reshape(-1, dim) for p in pools])
+            if pools
+            else np.zeros((0, 0), dtype)
+        ),
+        "queries": (
+            np.stack([np.asarray(p.query_embedding, dtype=dtype) for p in pools]) if pools else np.zeros((0, 0), dtype)
+        ),
     }
 
 
@@ -149,8 +159,11 @@ def pools_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Pool], list[d
         raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
     offsets, embeddings, queries = arrays["offsets"], arrays["embeddings"], arrays["queries"]
     n = len(meta["examples"])
-    if not (len(meta["candidates"]) == len(meta["dtypes"]) == len(meta["retrieval"]) == len(queries) == n
-            and len(offsets) == n + 1 and int(offsets[-1]) == len(embeddings)):
+    if not (
+        len(meta["candidates"]) == len(meta["dtypes"]) == len(meta["retrieval"]) == len(queries) == n
+        and len(offsets) == n + 1
+        and int(offsets[-1]) == len(embeddings)
+    ):
         raise ValueError("counts of examples, candidates, embeddings and metrics disagree")
     collections = [tuple(Document(**d) for d in docs) for docs in meta["collections"]]
     pools = []
@@ -185,8 +198,13 @@ class PoolCache:
             return pools_from_arrays(arrays)
         except Exception as exc:  # noqa: BLE001 - any damage means the same: never use it, recompute
             moved = quarantine(path)
-            log.warning("pool cache entry %s is unreadable (%s: %s); moved to %s and recomputing",
-                        path, type(exc).__name__, exc, moved)
+            log.warning(
+                "pool cache entry %s is unreadable (%s: %s); moved to %s and recomputing",
+                path,
+                type(exc).__name__,
+                exc,
+                moved,
+            )
             return None
 
     def save(self, key: str, pools: Sequence[Pool], retrieval: Sequence[dict]) -> Path | None:

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 HANDLED = (signal.SIGTERM, signal.SIGINT)
 
 _received: int | None = None  # the first stop signal, once one has arrived
-_raised = False               # Interrupted was raised for it (later signals only log)
-_deferring = 0                # depth of deferred() sections on the main thread
+_raised = False  # Interrupted was raised for it (later signals only log)
+_deferring = 0  # depth of deferred() sections on the main thread
 
 
 class Interrupted(BaseException):

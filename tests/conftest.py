@@ -38,7 +38,11 @@ class HashEncoder:
 def make_pool(n_docs: int = 6, gold=(0, 1), dim: int = 16, seed: int = 0, sentences_per_doc: int = 3) -> Pool:
     rng = np.random.default_rng(seed)
     docs = tuple(
-        Document(f"q::{i}", f"Title {i}", tuple(f"Sentence {j} of document {i} says fact {i}-{j}." for j in range(sentences_per_doc)))
+        Document(
+            f"q::{i}",
+            f"Title {i}",
+            tuple(f"Sentence {j} of document {i} says fact {i}-{j}." for j in range(sentences_per_doc)),
+        )
         for i in range(n_docs)
     )
     example = Example("q", "Which fact?", ("fact 0-1",), tuple(f"q::{i}" for i in gold), docs, hops=len(gold))

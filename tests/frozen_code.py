@@ -22,8 +22,12 @@ def freeze(root: Path) -> Path:
 
 
 def harness_env(cache_dir: Path) -> dict[str, str]:
-    return {**os.environ, "HARNESS_CACHE_DIR": str(cache_dir), "HARNESS_MODELS_DIR": str(REPO / ".cache" / "models"),
-            "WANDB_MODE": "disabled"}
+    return {
+        **os.environ,
+        "HARNESS_CACHE_DIR": str(cache_dir),
+        "HARNESS_MODELS_DIR": str(REPO / ".cache" / "models"),
+        "WANDB_MODE": "disabled",
+    }
 
 
 def popen(code: Path, args: list[str], cache_dir: Path, cwd: Path | None = None) -> subprocess.Popen:
@@ -32,8 +36,15 @@ def popen(code: Path, args: list[str], cache_dir: Path, cwd: Path | None = None)
     env = harness_env(cache_dir)
     if cwd is not None:
         env["PYTHONPATH"] = str(code)
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd or code, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd or code,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def run(code: Path, args: list[str], cache_dir: Path, timeout: float = 900, cwd: Path | None = None):

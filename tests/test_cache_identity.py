@@ -129,8 +129,16 @@ def test_pool_key_follows_content_not_ids_or_paths():
     examples = load_dataset(None, "demo")
     cfg = compose_cfg()
     key = pool_key(cfg, examples)
-    moved = compose_cfg(["paths.cache_dir=/elsewhere/cache", "paths.models_dir=/elsewhere/models", "read_chunk=3",
-                         "cache.force=true", "logger=none", "+retriever.encoder.show_progress=false"])
+    moved = compose_cfg(
+        [
+            "paths.cache_dir=/elsewhere/cache",
+            "paths.models_dir=/elsewhere/models",
+            "read_chunk=3",
+            "cache.force=true",
+            "logger=none",
+            "+retriever.encoder.show_progress=false",
+        ]
+    )
     assert pool_key(moved, examples) == key
 
     first = examples[0]
@@ -139,7 +147,8 @@ def test_pool_key_follows_content_not_ids_or_paths():
         "question": dataclasses.replace(first, question=first.question + " (corrected)"),
         "answer": dataclasses.replace(first, answers=("another answer",)),
         "context": dataclasses.replace(
-            first, documents=(dataclasses.replace(doc, sentences=doc.sentences[:-1] + ("Edited.",)),) + first.documents[1:]
+            first,
+            documents=(dataclasses.replace(doc, sentences=doc.sentences[:-1] + ("Edited.",)),) + first.documents[1:],
         ),
         "metadata": dataclasses.replace(first, metadata={**first.metadata, "note": 1}),
     }
@@ -180,11 +189,21 @@ def test_input_files_digest_follows_the_bytes_of_the_dataset_file(tmp_path):
 
 
 def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
-    rel = {stage: {p.relative_to(fingerprint.PACKAGE_DIR).as_posix() for p in fingerprint.stage_files(stage)}
-           for stage in ("pools", "tree", "read", "run")}
+    rel = {
+        stage: {p.relative_to(fingerprint.PACKAGE_DIR).as_posix() for p in fingerprint.stage_files(stage)}
+        for stage in ("pools", "tree", "read", "run")
+    }
     # Transitive imports: the pool stage reads datasets through harness/data, which the key must cover.
-    assert {"pools.py", "retrieve/dense.py", "perturb/inject.py", "data/hotpotqa.py", "data/demo/demo_multihop.json",
-            "metrics/retrieval.py", "types.py", "cache.py"} <= rel["pools"]
+    assert {
+        "pools.py",
+        "retrieve/dense.py",
+        "perturb/inject.py",
+        "data/hotpotqa.py",
+        "data/demo/demo_multihop.json",
+        "metrics/retrieval.py",
+        "types.py",
+        "cache.py",
+    } <= rel["pools"]
     assert {"tree/raptor.py", "lm/base.py"} <= rel["tree"]
     # Loaders, trees and the reader split, chunk and count text through harness/text.
     assert {"text/sentences.py", "text/chunking.py", "text/tokens.py"} <= rel["pools"]
@@ -306,8 +325,9 @@ def test_each_key_follows_the_code_it_depends_on(tmp_path):
     shutil.copytree(REPO / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
 
     def keys() -> dict[str, str]:
-        out = subprocess.run([sys.executable, "-c", KEYS_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=300, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", KEYS_SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

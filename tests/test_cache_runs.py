@@ -36,8 +36,15 @@ def source(tmp_path_factory) -> Path:
 
 
 def command(run_dir: Path, *overrides: str, read: bool = False) -> list[str]:
-    return [sys.executable, "-m", "harness", f"read={str(read).lower()}", "logger=none",
-            f"hydra.run.dir={run_dir}", *overrides]
+    return [
+        sys.executable,
+        "-m",
+        "harness",
+        f"read={str(read).lower()}",
+        "logger=none",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
 
 
 def environment(cache: Path) -> dict[str, str]:
@@ -45,8 +52,15 @@ def environment(cache: Path) -> dict[str, str]:
 
 
 def run(cache: Path, run_dir: Path, *overrides: str, cwd: Path, read: bool = False) -> str:
-    proc = subprocess.run(command(run_dir, *overrides, read=read), cwd=cwd, env=environment(cache),
-                          capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        command(run_dir, *overrides, read=read),
+        cwd=cwd,
+        env=environment(cache),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     return output
@@ -90,11 +104,13 @@ def test_a_stage_edit_recomputes_pools_and_a_report_edit_reuses_them(tmp_path):
 def edit_demo(path: Path) -> None:
     records = json.loads(path.read_text())
     first = records[0]
-    first["question"] = "In which harbour town was the keeper who wrote \"Salt Ledger\" born?"
+    first["question"] = 'In which harbour town was the keeper who wrote "Salt Ledger" born?'
     first["answer"] = "Port Quillan"
     for title, sentences in first["context"]:
         if title == "Orla Venn":
-            sentences[1] = "She was born in the harbour town of Port Quillan and joined the lighthouse service at nineteen."
+            sentences[1] = (
+                "She was born in the harbour town of Port Quillan and joined the lighthouse service at nineteen."
+            )
         if title == "Salt Ledger":
             sentences[0] = "Salt Ledger is a 1933 memoir by the harbour keeper Orla Venn of Port Quillan."
     path.write_text(json.dumps(records))
@@ -170,8 +186,14 @@ def test_two_runs_sharing_one_cache_at_once_finish_with_identical_rows(tmp_path,
     cache = tmp_path / "cache"
     extra = ["dataset.sample_size=4", "reader.batch_size=4"] if read else []
     procs = [
-        subprocess.Popen(command(tmp_path / f"r{i}", *extra, read=read), cwd=source, env=environment(cache),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            command(tmp_path / f"r{i}", *extra, read=read),
+            cwd=source,
+            env=environment(cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i in (1, 2)
     ]
     outputs = [p.communicate(timeout=900)[0] for p in procs]

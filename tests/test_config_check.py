@@ -33,19 +33,22 @@ def test_default_config_is_valid():
     validate(composed("perturb=chunk_overlap", "perturb.overlap=0"))
 
 
-@pytest.mark.parametrize("overrides,key,value,allowed", [
-    (["budget=0"], "budget", "0", ">= 1"),
-    (["budget=-5"], "budget", "-5", ">= 1"),
-    (["budget=12.5"], "budget", "12.5", "integer"),
-    (["k=0"], "k", "0", ">= 1"),
-    (["perturb=inject", "perturb.rho=1.01"], "perturb.rho", "1.01", "[0, 1]"),
-    (["perturb=inject", "perturb.rho=-0.1"], "perturb.rho", "-0.1", "[0, 1]"),
-    (["perturb=chunk_overlap", "perturb.overlap=1.0"], "perturb.overlap", "1.0", "[0, 1)"),
-    (["perturb=chunk_overlap", "perturb.overlap=-0.25"], "perturb.overlap", "-0.25", "[0, 1)"),
-    (["dataset.sample_size=0"], "dataset.sample_size", "0", ">= 1"),
-    (["read_chunk=0"], "read_chunk", "0", ">= 1"),
-    (["read=maybe"], "read", "'maybe'", "true or false"),
-])
+@pytest.mark.parametrize(
+    "overrides,key,value,allowed",
+    [
+        (["budget=0"], "budget", "0", ">= 1"),
+        (["budget=-5"], "budget", "-5", ">= 1"),
+        (["budget=12.5"], "budget", "12.5", "integer"),
+        (["k=0"], "k", "0", ">= 1"),
+        (["perturb=inject", "perturb.rho=1.01"], "perturb.rho", "1.01", "[0, 1]"),
+        (["perturb=inject", "perturb.rho=-0.1"], "perturb.rho", "-0.1", "[0, 1]"),
+        (["perturb=chunk_overlap", "perturb.overlap=1.0"], "perturb.overlap", "1.0", "[0, 1)"),
+        (["perturb=chunk_overlap", "perturb.overlap=-0.25"], "perturb.overlap", "-0.25", "[0, 1)"),
+        (["dataset.sample_size=0"], "dataset.sample_size", "0", ">= 1"),
+        (["read_chunk=0"], "read_chunk", "0", ">= 1"),
+        (["read=maybe"], "read", "'maybe'", "true or false"),
+    ],
+)
 def test_out_of_range_value_names_key_value_and_range(overrides, key, value, allowed):
     line = only_problem(*overrides)
     assert line.startswith(f"{key}={value} ") and allowed in line, line
@@ -86,15 +89,25 @@ def test_every_problem_is_reported_at_once():
 def harness(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "WANDB_MODE": "disabled"}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     return done, time.perf_counter() - start
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["budget=0", "read=false"], "config error: budget=0 is out of range; allowed: an integer >= 1"),
-    (["+unknown_key=3"], "config error: unknown top-level key 'unknown_key'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["budget=0", "read=false"], "config error: budget=0 is out of range; allowed: an integer >= 1"),
+        (["+unknown_key=3"], "config error: unknown top-level key 'unknown_key'"),
+    ],
+)
 def test_command_line_exits_2_fast_without_loading_models(tmp_path, args, needle):
     done, seconds = harness([*args, f"hydra.run.dir={tmp_path / 'run'}"], REPO)
     assert done.returncode == 2, done.stderr[-2000:]

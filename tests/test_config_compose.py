@@ -10,7 +10,19 @@ from hydra.utils import instantiate
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
-GROUPS = ["dataset", "retriever", "reranker", "perturb", "tree", "diversifier", "packer", "reader", "prompt", "snippets", "logger"]
+GROUPS = [
+    "dataset",
+    "retriever",
+    "reranker",
+    "perturb",
+    "tree",
+    "diversifier",
+    "packer",
+    "reader",
+    "prompt",
+    "snippets",
+    "logger",
+]
 
 
 def options(group: str) -> list[str]:

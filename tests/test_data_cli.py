@@ -15,7 +15,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _record(i: int) -> dict:
     return {
-        "_id": f"q{i}", "question": f"Question {i}?", "answer": "X", "type": "bridge", "level": "easy",
+        "_id": f"q{i}",
+        "question": f"Question {i}?",
+        "answer": "X",
+        "type": "bridge",
+        "level": "easy",
         "supporting_facts": [["A", 0], ["B", 0]],
         "context": [["A", ["A is X. " * 20]], ["B", ["B is Z. " * 20]]],
     }
@@ -43,9 +47,22 @@ def test_run_on_a_malformed_dataset_exits_nonzero_without_summary(tmp_path, make
     run_dir = tmp_path / "run"
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache"), "WANDB_MODE": "disabled"}
     result = subprocess.run(
-        [sys.executable, "-m", "harness", "dataset=hotpotqa", f"dataset.path={bad}", "read=false", "logger=none",
-         f"hydra.run.dir={run_dir}"],
-        check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "dataset=hotpotqa",
+            f"dataset.path={bad}",
+            "read=false",
+            "logger=none",
+            f"hydra.run.dir={run_dir}",
+        ],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode != 0, result.stderr[-2000:]
     output = result.stdout + result.stderr

@@ -32,8 +32,14 @@ def test_byte_order_mark_is_ignored(tmp_path):
         ("  \n ", "file is empty"),
         ("[]", "file holds no records"),
         ('[{"a": 1}] {"b": 2}', "extra data after the closing ']'"),
-        ('[{"a": 1} {"b": 2}]', "record 1: invalid or truncated JSON at char 10 (line 1, column 11): expected ',' or ']'"),
-        ('[{"a": 1},\n {"b": 2}', "record 2: invalid or truncated JSON at char 20 (line 2, column 10): file ends inside the list"),
+        (
+            '[{"a": 1} {"b": 2}]',
+            "record 1: invalid or truncated JSON at char 10 (line 1, column 11): expected ',' or ']'",
+        ),
+        (
+            '[{"a": 1},\n {"b": 2}',
+            "record 2: invalid or truncated JSON at char 20 (line 2, column 10): file ends inside the list",
+        ),
         ('[{"a": 1},\n {"b": ', "record 1: invalid or truncated JSON at char 18 (line 2, column 8): Expecting value"),
         ('[{"a": 1}, 3]', "record 1: expected a JSON object, got int"),
     ],

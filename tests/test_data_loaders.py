@@ -155,7 +155,10 @@ def test_2wikimultihopqa_sample(caplog):
     assert Counter(e.hops for e in examples) == {2: 71, 4: 29}
     assert all(len(e.gold_doc_ids) == e.hops for e in examples)
     assert Counter(e.qtype for e in examples) == {
-        "compositional": 45, "bridge_comparison": 29, "comparison": 16, "inference": 10
+        "compositional": 45,
+        "bridge_comparison": 29,
+        "comparison": 16,
+        "inference": 10,
     }
     # A context that repeats a title still yields distinct document ids.
     repeat = next(e for e in examples if e.question_id == "72cfea12086711ebbd5eac1f6bf848b6")
@@ -167,8 +170,12 @@ def test_2wikimultihopqa_sample(caplog):
 def test_2wiki_rows_without_context_are_skipped_with_one_counted_warning(tmp_path, caplog):
     def row(qid, with_context=True):
         r = {
-            "_id": qid, "type": "comparison", "question": f"Question {qid}?", "answer": "A",
-            "supporting_facts": [["A", 0], ["B", 0]], "evidences": [["A", "p", "B"]],
+            "_id": qid,
+            "type": "comparison",
+            "question": f"Question {qid}?",
+            "answer": "A",
+            "supporting_facts": [["A", 0], ["B", 0]],
+            "evidences": [["A", "p", "B"]],
         }
         if with_context:
             r["context"] = [["A", ["A is one."]], ["B", ["B is two."]], ["C", ["C is three."]]]
@@ -221,9 +228,9 @@ def _hotpot_record(qid, question="Which one?", context=None):
         "question": question,
         "answer": "X",
         "supporting_facts": [["A", 0], ["B", 1]],
-        "context": context if context is not None else [
-            ["A", ["A is X.", " A is also Y."]], ["B", ["B is Z.", " B links to A."]], ["C", ["C."]]
-        ],
+        "context": context
+        if context is not None
+        else [["A", ["A is X.", " A is also Y."]], ["B", ["B is Z.", " B links to A."]], ["C", ["C."]]],
         "type": "bridge",
         "level": "easy",
     }
@@ -287,14 +294,25 @@ def test_missing_question_names_file_record_id_and_field(tmp_path):
 
 def _musique_record(qid):
     paragraphs = [
-        {"idx": i, "title": f"T{i}", "paragraph_text": f"Paragraph {i} opens. Dr. Lee wrote it.", "is_supporting": i in (0, 2)}
+        {
+            "idx": i,
+            "title": f"T{i}",
+            "paragraph_text": f"Paragraph {i} opens. Dr. Lee wrote it.",
+            "is_supporting": i in (0, 2),
+        }
         for i in range(4)
     ]
     return {
-        "id": qid, "paragraphs": paragraphs, "question": "Who wrote it?", "answer": "Lee",
-        "answer_aliases": ["Dr. Lee", " Lee ", ""], "answerable": True,
-        "question_decomposition": [{"id": 1, "question": "a", "answer": "b", "paragraph_support_idx": 0},
-                                   {"id": 2, "question": "#1 c", "answer": "Lee", "paragraph_support_idx": 2}],
+        "id": qid,
+        "paragraphs": paragraphs,
+        "question": "Who wrote it?",
+        "answer": "Lee",
+        "answer_aliases": ["Dr. Lee", " Lee ", ""],
+        "answerable": True,
+        "question_decomposition": [
+            {"id": 1, "question": "a", "answer": "b", "paragraph_support_idx": 0},
+            {"id": 2, "question": "#1 c", "answer": "Lee", "paragraph_support_idx": 2},
+        ],
     }
 
 
@@ -313,7 +331,9 @@ def test_missing_question_in_musique(tmp_path):
     bad = _musique_record("2hop__1_2")
     del bad["question"]
     path = _write(tmp_path / "m.jsonl", [good, bad], jsonl=True)
-    with pytest.raises(DatasetFormatError, match=r"m\.jsonl: record 1 \(id '2hop__1_2'\): field 'question': missing field"):
+    with pytest.raises(
+        DatasetFormatError, match=r"m\.jsonl: record 1 \(id '2hop__1_2'\): field 'question': missing field"
+    ):
         load_examples(path)
 
 
@@ -329,9 +349,7 @@ def test_duplicate_question_ids(tmp_path):
     path = _write(tmp_path / "hotpot.jsonl", records, jsonl=True)
     with pytest.raises(DatasetFormatError) as info:
         load_examples(path)
-    assert str(info.value) == (
-        f"{path}: record 2 (id 'a'): field '_id': duplicate question id (first at record 0)"
-    )
+    assert str(info.value) == (f"{path}: record 2 (id 'a'): field '_id': duplicate question id (first at record 0)")
 
 
 def test_unknown_layout_names_the_keys(tmp_path):

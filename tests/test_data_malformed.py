@@ -26,7 +26,16 @@ from harness.data.narrativeqa import load_narrativeqa
 from harness.data.qasper import load_qasper
 from harness.data.quality import load_quality
 
-CASES = ("truncated", "missing_field", "empty_context", "duplicate_id", "non_utf8", "empty_file", "directory", "missing_path")
+CASES = (
+    "truncated",
+    "missing_field",
+    "empty_context",
+    "duplicate_id",
+    "non_utf8",
+    "empty_file",
+    "directory",
+    "missing_path",
+)
 
 
 def _jsonl(rows: list[dict]) -> str:
@@ -46,7 +55,11 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
 
 def _hotpot(qid: str) -> dict:
     return {
-        "_id": qid, "question": f"Question {qid}?", "answer": "X", "type": "bridge", "level": "easy",
+        "_id": qid,
+        "question": f"Question {qid}?",
+        "answer": "X",
+        "type": "bridge",
+        "level": "easy",
         "supporting_facts": [["A", 0], ["B", 0]],
         "context": [["A", ["A is X."]], ["B", ["B is Z."]], ["C", ["C."]]],
     }
@@ -58,52 +71,107 @@ def _twowiki(qid: str) -> dict:
 
 def _musique(qid: str) -> dict:
     return {
-        "id": qid, "question": f"Question {qid}?", "answer": "Lee", "answer_aliases": [], "answerable": True,
+        "id": qid,
+        "question": f"Question {qid}?",
+        "answer": "Lee",
+        "answer_aliases": [],
+        "answerable": True,
         "question_decomposition": [{"question": "a", "answer": "b"}],
-        "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": f"Paragraph {i}.", "is_supporting": i == 0}
-                       for i in range(2)],
+        "paragraphs": [
+            {"idx": i, "title": f"T{i}", "paragraph_text": f"Paragraph {i}.", "is_supporting": i == 0} for i in range(2)
+        ],
     }
 
 
 def _expert(question: str, evidence: list[str] | None = None) -> dict:
     evidence = ["[1] http://a\n\nAlpha text."] if evidence is None else evidence
     return {
-        "question": question, "annotator_id": "a", "metadata": {"field": "Engineering"},
-        "answers": {"sys": {"answer_string": "Use X [1].", "claims": [{"claim_string": "X [1].", "evidence": evidence}]}},
+        "question": question,
+        "annotator_id": "a",
+        "metadata": {"field": "Engineering"},
+        "answers": {
+            "sys": {"answer_string": "Use X [1].", "claims": [{"claim_string": "X [1].", "evidence": evidence}]}
+        },
     }
 
 
 def _ragbench(qid: str) -> dict:
-    return {"id": qid, "question": f"What is {qid}?", "response": "It is A.",
-            "documents_sentences": [[["0a", "A is one."]], [["1a", "B is two."]]], "all_relevant_sentence_keys": ["0a"]}
+    return {
+        "id": qid,
+        "question": f"What is {qid}?",
+        "response": "It is A.",
+        "documents_sentences": [[["0a", "A is one."]], [["1a", "B is two."]]],
+        "all_relevant_sentence_keys": ["0a"],
+    }
 
 
 def _dpr(qid: str) -> dict:
-    return {"id": qid, "question": f"who is {qid}", "answers": ["Ann"],
-            "ctxs": [{"id": "11", "title": "Book", "text": "Ann wrote it.", "score": "1.5", "has_answer": True}]}
+    return {
+        "id": qid,
+        "question": f"who is {qid}",
+        "answers": ["Ann"],
+        "ctxs": [{"id": "11", "title": "Book", "text": "Ann wrote it.", "score": "1.5", "has_answer": True}],
+    }
 
 
 def _squad_article(qid: str, document_id: int) -> dict:
     context = "Title line\nAlpha beta gamma. Delta epsilon."
-    return {"paragraphs": [{"context": context, "document_id": document_id, "qas": [
-        {"id": qid, "question": f"Which {qid}?", "answers": [{"text": "Delta", "answer_start": context.index("Delta")}]}]}]}
+    return {
+        "paragraphs": [
+            {
+                "context": context,
+                "document_id": document_id,
+                "qas": [
+                    {
+                        "id": qid,
+                        "question": f"Which {qid}?",
+                        "answers": [{"text": "Delta", "answer_start": context.index("Delta")}],
+                    }
+                ],
+            }
+        ]
+    }
 
 
 def _paper(pid: str) -> dict:
     return {
-        "title": f"Paper {pid}", "abstract": "About cats.",
+        "title": f"Paper {pid}",
+        "abstract": "About cats.",
         "full_text": [{"section_name": "Intro", "paragraphs": ["Cats are small. They purr."]}],
-        "qas": [{"question": "Do cats purr?", "question_id": f"{pid}-q1", "answers": [
-            {"answer": {"unanswerable": False, "extractive_spans": [], "yes_no": True, "free_form_answer": "",
-                        "evidence": ["Cats are small. They purr."]}}]}],
+        "qas": [
+            {
+                "question": "Do cats purr?",
+                "question_id": f"{pid}-q1",
+                "answers": [
+                    {
+                        "answer": {
+                            "unanswerable": False,
+                            "extractive_spans": [],
+                            "yes_no": True,
+                            "free_form_answer": "",
+                            "evidence": ["Cats are small. They purr."],
+                        }
+                    }
+                ],
+            }
+        ],
     }
 
 
 def _quality(uid: str) -> dict:
     return {
-        "article_id": uid, "unique_id": uid, "title": f"Title {uid}", "article": ["<p>Deirdre sails.</p>", "<p>She lands.</p>"],
-        "question1": "Who sails?", "question1option1": "Ann", "question1option2": "Deirdre", "question1_gold_label": 2,
-        "question2": "Where?", "question2option1": "Home", "question2option2": "Away", "question2_gold_label": 1,
+        "article_id": uid,
+        "unique_id": uid,
+        "title": f"Title {uid}",
+        "article": ["<p>Deirdre sails.</p>", "<p>She lands.</p>"],
+        "question1": "Who sails?",
+        "question1option1": "Ann",
+        "question1option2": "Deirdre",
+        "question1_gold_label": 2,
+        "question2": "Where?",
+        "question2option1": "Home",
+        "question2option2": "Away",
+        "question2_gold_label": 1,
     }
 
 
@@ -165,7 +233,10 @@ def _expert_spec() -> Spec:
 
     return Spec(
         records=lambda: [_expert("How to do A?"), _expert("How to do B?")],
-        dump=_jsonl, target="expert.jsonl", marker="How to do B", load=lambda folder: load_examples(folder / "expert.jsonl", "expertqa"),
+        dump=_jsonl,
+        target="expert.jsonl",
+        marker="How to do B",
+        load=lambda folder: load_examples(folder / "expert.jsonl", "expertqa"),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
     )
 
@@ -185,7 +256,10 @@ def _squad_spec() -> Spec:
 
     return Spec(
         records=lambda: {"version": "v2.0", "data": [_squad_article("q0", 1), _squad_article("q1", 2)]},
-        dump=json.dumps, target="covid.json", marker="Which q1", load=lambda folder: load_examples(folder / "covid.json", "squad"),
+        dump=json.dumps,
+        target="covid.json",
+        marker="Which q1",
+        load=lambda folder: load_examples(folder / "covid.json", "squad"),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
     )
 
@@ -209,8 +283,15 @@ def _beir_spec() -> Spec:
         return 1, "d0", "_id"
 
     return Spec(
-        records=lambda: [{"_id": "d0", "title": "Zero", "text": "Doc zero."}, {"_id": "d1", "title": "One", "text": "Doc one."}],
-        dump=_jsonl, target="corpus.jsonl", marker="Doc one", load=lambda folder: load_examples(folder, "beir"), extra=extra,
+        records=lambda: [
+            {"_id": "d0", "title": "Zero", "text": "Doc zero."},
+            {"_id": "d1", "title": "One", "text": "Doc one."},
+        ],
+        dump=_jsonl,
+        target="corpus.jsonl",
+        marker="Doc one",
+        load=lambda folder: load_examples(folder, "beir"),
+        extra=extra,
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
     )
 
@@ -230,7 +311,10 @@ def _qasper_spec() -> Spec:
 
     return Spec(
         records=lambda: {"p0": _paper("p0"), "p1": _paper("p1")},
-        dump=json.dumps, target="qasper.json", marker="Paper p1", load=lambda folder: load_qasper(folder / "qasper.json"),
+        dump=json.dumps,
+        target="qasper.json",
+        marker="Paper p1",
+        load=lambda folder: load_qasper(folder / "qasper.json"),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
         record_of_second=None,  # one JSON object holds every paper: the byte offset and line locate it
     )
@@ -252,7 +336,10 @@ def _quality_spec() -> Spec:
 
     return Spec(
         records=lambda: [_quality("r0"), _quality("r1")],
-        dump=_jsonl, target="quality.jsonl", marker="Title r1", load=lambda folder: load_quality(folder / "quality.jsonl"),
+        dump=_jsonl,
+        target="quality.jsonl",
+        marker="Title r1",
+        load=lambda folder: load_quality(folder / "quality.jsonl"),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
     )
 
@@ -285,17 +372,23 @@ def _narrativeqa_spec() -> Spec:
         return 1, "d0", "document_id", _SUMMARIES_FILE
 
     return Spec(
-        records=lambda: {"header": list(_QAPS), "rows": [["d0", "test", "Who finds it?", "Ann", "Ann B"],
-                                                       ["d1", "test", "Who flies?", "Bob", "Bob C"]]},
-        dump=lambda qaps: _csv(qaps["header"], qaps["rows"]), target="qaps.csv", marker="Who flies",
-        load=lambda folder: load_narrativeqa(folder, split="test"), extra=lambda folder: write_summaries(folder, summaries),
+        records=lambda: {
+            "header": list(_QAPS),
+            "rows": [["d0", "test", "Who finds it?", "Ann", "Ann B"], ["d1", "test", "Who flies?", "Bob", "Bob C"]],
+        },
+        dump=lambda qaps: _csv(qaps["header"], qaps["rows"]),
+        target="qaps.csv",
+        marker="Who flies",
+        load=lambda folder: load_narrativeqa(folder, split="test"),
+        extra=lambda folder: write_summaries(folder, summaries),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
     )
 
 
 SPECS: dict[str, Callable[[], Spec]] = {
-    "hotpotqa": lambda: _list_spec(_hotpot, "hotpotqa", "_id", "question", "context", "Question q1",
-                                   name="hotpot.json", dump=json.dumps),
+    "hotpotqa": lambda: _list_spec(
+        _hotpot, "hotpotqa", "_id", "question", "context", "Question q1", name="hotpot.json", dump=json.dumps
+    ),
     "musique": lambda: _list_spec(_musique, "musique", "id", "answer", "paragraphs", "Question q1"),
     "2wiki": lambda: _list_spec(_twowiki, "2wiki", "_id", "supporting_facts", "context", "Question q1"),
     "ragbench": lambda: _list_spec(_ragbench, "ragbench", "id", "response", "documents_sentences", "What is q1"),
@@ -397,7 +490,8 @@ def test_expertqa_skips_by_design_are_counted_once_per_reason(tmp_path, caplog):
 def test_squad_duplicate_question_id_is_an_error_not_a_lost_question(tmp_path):
     top = {"data": [_squad_article("q0", 1), _squad_article("q1", 2)]}
     top["data"][1]["paragraphs"][0]["qas"].append(
-        {"id": "q0", "question": "Other?", "answers": [{"text": "Alpha", "answer_start": 11}]})
+        {"id": "q0", "question": "Other?", "answers": [{"text": "Alpha", "answer_start": 11}]}
+    )
     path = tmp_path / "covid.json"
     path.write_text(json.dumps(top), encoding="utf-8")
     with pytest.raises(DatasetFormatError) as info:
@@ -437,7 +531,7 @@ def test_json_lines_keep_records_holding_unicode_line_separators(tmp_path):
 
 def test_byte_order_mark_counts_in_the_byte_offset(tmp_path):
     path = tmp_path / "hotpot.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_hotpot("q0")).encode() + b"\n{\"_id\": \"q\xff1\"}\n")
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_hotpot("q0")).encode() + b'\n{"_id": "q\xff1"}\n')
     with pytest.raises(DatasetFormatError) as info:
         load_examples(path, "hotpotqa")
     offset = path.read_bytes().index(b"\xff")

@@ -61,8 +61,10 @@ def test_answer_span_snaps_to_the_nearest_occurrence():
 
 def _squad(tmp_path: Path, qas: list[dict], context: str) -> Path:
     path = tmp_path / "tiny_squad.json"
-    path.write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": [
-        {"context": context, "document_id": 7, "qas": qas}]}]}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"version": "v2.0", "data": [{"paragraphs": [{"context": context, "document_id": 7, "qas": qas}]}]}),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -87,7 +89,10 @@ def test_squad_tiny_file_gold_passages(tmp_path):
     examples = load_file(path, dataset="tiny", split="test", passage_words=3)
     ids = [d.doc_id for d in examples[0].documents]
     assert [d.sentences for d in examples[0].documents] == [
-        ("Title line",), ("Alpha beta gamma.",), ("Delta epsilon zeta.",), ("Eta theta iota.",)
+        ("Title line",),
+        ("Alpha beta gamma.",),
+        ("Delta epsilon zeta.",),
+        ("Eta theta iota.",),
     ]
     assert examples[0].gold_doc_ids == (ids[2],)
     assert examples[0].answers == ("Delta epsilon",)
@@ -100,7 +105,11 @@ def test_squad_tiny_file_gold_passages(tmp_path):
     ("qa", "field", "message"),
     [
         ({"id": 5, "answers": [{"text": "x", "answer_start": 0}]}, "paragraphs[0].qas[0].question", "missing field"),
-        ({"id": 5, "question": "Q?", "answers": [{"text": "x", "answer_start": 999}]}, "paragraphs[0].qas[0].answers[0]", "answer_start 999"),
+        (
+            {"id": 5, "question": "Q?", "answers": [{"text": "x", "answer_start": 999}]},
+            "paragraphs[0].qas[0].answers[0]",
+            "answer_start 999",
+        ),
         ({"id": 5, "question": "Q?", "answers": []}, "paragraphs[0].qas[0].answers", "no answers"),
     ],
 )
@@ -129,7 +138,9 @@ def test_covidqa_sample():
     first = examples[0]
     assert first.question == raw["data"][0]["paragraphs"][0]["qas"][0]["question"]
     assert first.gold_doc_ids == ("630::0",)
-    assert first.answers == ("Mother-to-child transmission (MTCT) is the main cause of HIV-1 infection in children worldwide.",)
+    assert first.answers == (
+        "Mother-to-child transmission (MTCT) is the main cause of HIV-1 infection in children worldwide.",
+    )
     sampled = load_dataset(str(COVIDQA), "squad", sample_size=50, seed=3)
     assert len(sampled) == 50 and sampled == load_dataset(str(COVIDQA), sample_size=50, seed=3)
 
@@ -142,12 +153,14 @@ def _expert_record(evidence: list[str], answer: str = "Use X [1] and Y [2].") ->
     return {
         "question": "How to do it?",
         "annotator_id": "a",
-        "answers": {"sys": {
-            "answer_string": answer,
-            "revised_answer_string": "Use X [1].",
-            "claims": [{"claim_string": "Use X [1].", "evidence": evidence}],
-            "attribution": ["[1] http://a", "[2] http://b"],
-        }},
+        "answers": {
+            "sys": {
+                "answer_string": answer,
+                "revised_answer_string": "Use X [1].",
+                "claims": [{"claim_string": "Use X [1].", "evidence": evidence}],
+                "attribution": ["[1] http://a", "[2] http://b"],
+            }
+        },
         "metadata": {"field": "Engineering", "question_type": "Directed", "specific_field": "Civil"},
     }
 
@@ -173,7 +186,9 @@ def test_expertqa_tiny_file(tmp_path, caplog):
 
 
 def test_expertqa_broken_evidence(tmp_path):
-    path = _write_jsonl(tmp_path / "expert.jsonl", [_expert_record(["[1] http://a\n\nText."]), _expert_record(["no marker\n\nText."])])
+    path = _write_jsonl(
+        tmp_path / "expert.jsonl", [_expert_record(["[1] http://a\n\nText."]), _expert_record(["no marker\n\nText."])]
+    )
     with pytest.raises(DatasetFormatError, match="not an '\\[n\\] URL'") as info:
         load_examples(path, "expertqa")
     assert (info.value.index, info.value.field) == (1, "answers.sys.claims[0].evidence")
@@ -195,7 +210,9 @@ def test_expertqa_sample(caplog):
         assert e.answers[0] == system["answer_string"].strip()
         assert e.documents and set(e.gold_doc_ids) <= {d.doc_id for d in e.documents}
         # One document per distinct evidence text; its sentences re-join to that text.
-        texts = {" ".join(ev.split("\n\n", 1)[1].split()) for c in system["claims"] for ev in c["evidence"] if "\n\n" in ev}
+        texts = {
+            " ".join(ev.split("\n\n", 1)[1].split()) for c in system["claims"] for ev in c["evidence"] if "\n\n" in ev
+        }
         assert {" ".join(d.text.split()) for d in e.documents} == texts
     # 329 numbered evidence texts, 9 of which repeat another number's URL and text.
     assert sum(len(e.documents) for e in examples) == 320
@@ -231,7 +248,10 @@ def _ragbench_rows() -> list[dict]:
 def _check_ragbench(examples):
     first, second = examples
     assert first.question_id == "q0" and first.answers == ("A is one and two.",)
-    assert [(d.doc_id, d.sentences) for d in first.documents] == [("q0::0", ("A is one.", "A is two.")), ("q0::1", ("B is three.",))]
+    assert [(d.doc_id, d.sentences) for d in first.documents] == [
+        ("q0::0", ("A is one.", "A is two.")),
+        ("q0::1", ("B is three.",)),
+    ]
     assert first.gold_doc_ids == ("q0::0",)
     assert first.metadata["relevance_score"] == 0.5 and first.metadata["adherence_score"] is True
     assert second.gold_doc_ids == ("q1::0", "q1::2") and second.hops == 2
@@ -244,7 +264,9 @@ def test_ragbench_jsonl_and_parquet(tmp_path):
     import pyarrow.parquet as pq
 
     parquet = tmp_path / "test-00000-of-00001.parquet"
-    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != "adherence_score"} for r in rows]), parquet)
+    pq.write_table(
+        pa.Table.from_pylist([{k: v for k, v in r.items() if k != "adherence_score"} for r in rows]), parquet
+    )
     examples = load_examples(parquet)  # auto: by suffix
     assert [e.gold_doc_ids for e in examples] == [("q0::0",), ("q1::0", "q1::2")]
     assert examples[0].documents[0].sentences == ("A is one.", "A is two.")
@@ -264,12 +286,18 @@ def test_ragbench_broken_key(tmp_path):
 
 def _beir(tmp_path: Path, qrels: str) -> Path:
     folder = tmp_path / "tinybeir"
-    _write_jsonl(folder / "corpus.jsonl", [
-        {"_id": "d1", "title": "One", "text": "First doc. It has two sentences."},
-        {"_id": "d2", "title": "Two", "text": "Second doc."},
-        {"_id": "d3", "title": "Title only", "text": ""},
-    ])
-    _write_jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "first?"}, {"_id": "q2", "text": "second?"}, {"_id": "q3", "text": "unjudged"}])
+    _write_jsonl(
+        folder / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "One", "text": "First doc. It has two sentences."},
+            {"_id": "d2", "title": "Two", "text": "Second doc."},
+            {"_id": "d3", "title": "Title only", "text": ""},
+        ],
+    )
+    _write_jsonl(
+        folder / "queries.jsonl",
+        [{"_id": "q1", "text": "first?"}, {"_id": "q2", "text": "second?"}, {"_id": "q3", "text": "unjudged"}],
+    )
     (folder / "qrels").mkdir()
     (folder / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
     return folder
@@ -312,13 +340,27 @@ def test_beir_broken_corpus_record(tmp_path):
 
 def _dpr_rows() -> list[dict]:
     return [
-        {"question": "who wrote it", "answers": ["Ann", " Ann B. "], "ctxs": [
-            {"id": "11", "title": "Book", "text": "It was written by Ann. In 1900.", "score": "80.5", "has_answer": True},
-            {"id": "12", "title": "Other", "text": "Unrelated.", "score": "70.1", "has_answer": False},
-        ]},
-        {"question": "when", "answers": ["1900"], "ctxs": [
-            {"id": "12", "title": "Other", "text": "Unrelated.", "score": 3, "has_answer": False},
-        ]},
+        {
+            "question": "who wrote it",
+            "answers": ["Ann", " Ann B. "],
+            "ctxs": [
+                {
+                    "id": "11",
+                    "title": "Book",
+                    "text": "It was written by Ann. In 1900.",
+                    "score": "80.5",
+                    "has_answer": True,
+                },
+                {"id": "12", "title": "Other", "text": "Unrelated.", "score": "70.1", "has_answer": False},
+            ],
+        },
+        {
+            "question": "when",
+            "answers": ["1900"],
+            "ctxs": [
+                {"id": "12", "title": "Other", "text": "Unrelated.", "score": 3, "has_answer": False},
+            ],
+        },
     ]
 
 
@@ -352,8 +394,14 @@ def test_dpr_broken_ctx(tmp_path):
 
 @pytest.mark.parametrize(
     ("config", "layout"),
-    [("covidqa", "squad"), ("expertqa", "expertqa"), ("ragbench_covidqa", "ragbench"),
-     ("ragbench_expertqa", "ragbench"), ("beir", "beir"), ("nq_open_dpr", "dpr")],
+    [
+        ("covidqa", "squad"),
+        ("expertqa", "expertqa"),
+        ("ragbench_covidqa", "ragbench"),
+        ("ragbench_expertqa", "ragbench"),
+        ("beir", "beir"),
+        ("nq_open_dpr", "dpr"),
+    ],
 )
 def test_configs_name_their_layout(config, layout):
     node = OmegaConf.load(REPO / "conf" / "dataset" / f"{config}.yaml")

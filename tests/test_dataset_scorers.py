@@ -25,8 +25,15 @@ def composed(*overrides):
 
 
 def qasper_example(dataset):
-    return Example("q1", "What is used?", ("BERT", "a transformer"), (), (), dataset=dataset,
-                   metadata={"answer_types": ("extractive", "abstractive")})
+    return Example(
+        "q1",
+        "What is used?",
+        ("BERT", "a transformer"),
+        (),
+        (),
+        dataset=dataset,
+        metadata={"answer_types": ("extractive", "abstractive")},
+    )
 
 
 def answer_columns(cfg, example, answer):
@@ -54,8 +61,9 @@ def test_a_dataset_config_without_the_key_gets_no_dataset_scorer_whatever_its_na
     assert "qasper_f1" not in columns and columns["f1"] == 1.0
 
 
-@pytest.mark.parametrize("config, scorer", [("quality", "quality_accuracy"), ("narrativeqa", "bleu_rouge_meteor"),
-                                            ("qasper", "qasper_f1")])
+@pytest.mark.parametrize(
+    "config, scorer", [("quality", "quality_accuracy"), ("narrativeqa", "bleu_rouge_meteor"), ("qasper", "qasper_f1")]
+)
 def test_the_key_is_kept_out_of_the_loader_arguments(config, scorer):
     node = OmegaConf.load(CONF / "dataset" / f"{config}.yaml")
     assert list(node.scorers) == [scorer]

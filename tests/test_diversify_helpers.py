@@ -44,9 +44,7 @@ def pool_from_arrays(
     scores = scores if scores is not None else embeddings @ query
     docs = tuple(Document(f"d{i}", f"Title {i}", (f"Sentence of document {i}.",)) for i in range(m))
     example = Example(question_id, "Which?", ("yes",), tuple(gold), docs, hops=hops)
-    candidates = [
-        Candidate(f"c{i}", f"text {i}", tuple(source_ids[i]), score=float(scores[i])) for i in range(m)
-    ]
+    candidates = [Candidate(f"c{i}", f"text {i}", tuple(source_ids[i]), score=float(scores[i])) for i in range(m)]
     return Pool(example=example, candidates=candidates, embeddings=embeddings, query_embedding=query)
 
 

@@ -29,9 +29,10 @@ def test_vendi_selector_matches_the_plain_loop(seed, lambda_):
 @pytest.mark.parametrize("seed", range(4))
 def test_vendi_selector_at_lambda_one_is_knn(seed):
     pool = random_pool(15, 6, seed)
-    assert VendiDiversifier("vendi", 5, lambda_=1.0).select_indices(pool).tolist() == KNNDiversifier(
-        "knn", 5
-    ).select_indices(pool).tolist()
+    assert (
+        VendiDiversifier("vendi", 5, lambda_=1.0).select_indices(pool).tolist()
+        == KNNDiversifier("knn", 5).select_indices(pool).tolist()
+    )
 
 
 def test_vendi_selector_hand_worked_example():

@@ -88,8 +88,9 @@ class ScriptedServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                       "time": time.monotonic()})
+                outer.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body, "time": time.monotonic()}
+                )
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {}, {"error": "not found"})
                 if outer.script:
@@ -158,8 +159,11 @@ def test_client_sends_openai_chat_payload_with_system_prompt_and_key(monkeypatch
 
 
 def test_client_retries_429_and_5xx_with_backoff_and_retry_after():
-    script = [(429, {"Retry-After": "0"}, {"error": "rate"}, 0), (503, {}, {"error": "busy"}, 0),
-              (500, {}, {"error": "oops"}, 0)]
+    script = [
+        (429, {"Retry-After": "0"}, {"error": "rate"}, 0),
+        (503, {}, {"error": "busy"}, 0),
+        (500, {}, {"error": "oops"}, 0),
+    ]
     with ScriptedServer(script) as server:
         lm, sleeps = client(server)
         assert lm.chat(["hi"], 3) == ["echo:hi|max=3"]
@@ -240,15 +244,22 @@ def smollm2_folder():
 def test_local_chat_lm_generates_greedily_batches_and_caches(smollm2_folder, tmp_path):
     from harness.lm.local import LocalChatLM
 
-    lm = LocalChatLM(pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32",
-                     batch_size=2, cache_dir=tmp_path, torch_threads=1)
+    lm = LocalChatLM(
+        pretrained=str(smollm2_folder),
+        offline_model="smollm2",
+        dtype="float32",
+        batch_size=2,
+        cache_dir=tmp_path,
+        torch_threads=1,
+    )
     prompts = ["What is the capital of France?", "Name a colour of the sky in one word."]
     batched = lm.chat(prompts, 12)
     assert all(isinstance(a, str) and a for a in batched)
     assert "Paris" in batched[0]
     # Left padding: answers in a batch equal answers alone.
-    alone = LocalChatLM(pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32", batch_size=1,
-                        torch_threads=1)
+    alone = LocalChatLM(
+        pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32", batch_size=1, torch_threads=1
+    )
     assert [alone.chat([p], 12)[0] for p in prompts] == batched
     calls = lm.calls
     again = LocalChatLM(pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32", cache_dir=tmp_path)

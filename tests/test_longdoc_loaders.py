@@ -50,7 +50,9 @@ def test_qasper_sample_gives_one_example_per_question_with_shared_chunks():
 @pytest.mark.skipif(not QASPER_SAMPLE.is_file(), reason="shared QASPER sample not present")
 def test_qasper_gold_chunks_hold_the_evidence_paragraphs():
     examples = load_qasper(QASPER_SAMPLE, chunk_tokens=100)
-    paragraphs = {p for paper in read_json_objects(QASPER_SAMPLE) for sec in paper["full_text"]["paragraphs"] for p in sec}
+    paragraphs = {
+        p for paper in read_json_objects(QASPER_SAMPLE) for sec in paper["full_text"]["paragraphs"] for p in sec
+    }
     checked = 0
     for e in examples:
         gold_words = set(" ".join(e.document(d).text for d in e.gold_doc_ids).split())
@@ -70,24 +72,67 @@ def _tiny_paper(pid="p1"):
         "title": "A tiny paper",
         "abstract": "We study tiny things.",
         "full_text": [
-            {"section_name": "Intro", "paragraphs": ["Tiny models are small. They run fast.", "We use a corpus of cats."]},
+            {
+                "section_name": "Intro",
+                "paragraphs": ["Tiny models are small. They run fast.", "We use a corpus of cats."],
+            },
             {"section_name": "Results", "paragraphs": ["Accuracy rises to ninety percent on cats."]},
         ],
         "qas": [
-            {"question": "What corpus is used?", "question_id": f"{pid}-q1", "answers": [
-                {"answer": {"unanswerable": False, "extractive_spans": ["a corpus", "of cats"], "yes_no": None,
-                            "free_form_answer": "", "evidence": ["We use a corpus of cats."]}},
-                {"answer": {"unanswerable": True, "extractive_spans": [], "yes_no": None,
-                            "free_form_answer": "", "evidence": []}},
-            ]},
-            {"question": "Do models run fast?", "question_id": f"{pid}-q2", "answers": [
-                {"answer": {"unanswerable": False, "extractive_spans": [], "yes_no": True,
-                            "free_form_answer": "", "evidence": ["Tiny models are small. They run fast."]}},
-            ]},
-            {"question": "What is the accuracy?", "question_id": f"{pid}-q3", "answers": [
-                {"answer": {"unanswerable": False, "extractive_spans": [], "yes_no": False,
-                            "free_form_answer": "", "evidence": ["Accuracy rises to ninety percent on cats."]}},
-            ]},
+            {
+                "question": "What corpus is used?",
+                "question_id": f"{pid}-q1",
+                "answers": [
+                    {
+                        "answer": {
+                            "unanswerable": False,
+                            "extractive_spans": ["a corpus", "of cats"],
+                            "yes_no": None,
+                            "free_form_answer": "",
+                            "evidence": ["We use a corpus of cats."],
+                        }
+                    },
+                    {
+                        "answer": {
+                            "unanswerable": True,
+                            "extractive_spans": [],
+                            "yes_no": None,
+                            "free_form_answer": "",
+                            "evidence": [],
+                        }
+                    },
+                ],
+            },
+            {
+                "question": "Do models run fast?",
+                "question_id": f"{pid}-q2",
+                "answers": [
+                    {
+                        "answer": {
+                            "unanswerable": False,
+                            "extractive_spans": [],
+                            "yes_no": True,
+                            "free_form_answer": "",
+                            "evidence": ["Tiny models are small. They run fast."],
+                        }
+                    },
+                ],
+            },
+            {
+                "question": "What is the accuracy?",
+                "question_id": f"{pid}-q3",
+                "answers": [
+                    {
+                        "answer": {
+                            "unanswerable": False,
+                            "extractive_spans": [],
+                            "yes_no": False,
+                            "free_form_answer": "",
+                            "evidence": ["Accuracy rises to ninety percent on cats."],
+                        }
+                    },
+                ],
+            },
         ],
     }
 
@@ -124,13 +169,24 @@ def test_qasper_official_layout_answers_types_and_gold_chunks(tmp_path):
 def test_qasper_columnar_concatenated_layout_matches_the_record_layout(tmp_path):
     paper = _tiny_paper()
     columnar = {
-        "id": "p1", "title": paper["title"], "abstract": paper["abstract"],
-        "full_text": {"section_name": [s["section_name"] for s in paper["full_text"]],
-                      "paragraphs": [s["paragraphs"] for s in paper["full_text"]]},
-        "qas": {"question": [q["question"] for q in paper["qas"]],
-                "question_id": [q["question_id"] for q in paper["qas"]],
-                "answers": [{"answer": [a["answer"] for a in q["answers"]],
-                             "annotation_id": [f"a{i}" for i, _ in enumerate(q["answers"])]} for q in paper["qas"]]},
+        "id": "p1",
+        "title": paper["title"],
+        "abstract": paper["abstract"],
+        "full_text": {
+            "section_name": [s["section_name"] for s in paper["full_text"]],
+            "paragraphs": [s["paragraphs"] for s in paper["full_text"]],
+        },
+        "qas": {
+            "question": [q["question"] for q in paper["qas"]],
+            "question_id": [q["question_id"] for q in paper["qas"]],
+            "answers": [
+                {
+                    "answer": [a["answer"] for a in q["answers"]],
+                    "annotation_id": [f"a{i}" for i, _ in enumerate(q["answers"])],
+                }
+                for q in paper["qas"]
+            ],
+        },
     }
     other = dict(columnar, id="p2", qas=dict(columnar["qas"], question_id=["p2-q1", "p2-q2", "p2-q3"]))
     path = tmp_path / "papers.json"
@@ -140,7 +196,9 @@ def test_qasper_columnar_concatenated_layout_matches_the_record_layout(tmp_path)
     a = load_qasper(path, chunk_tokens=6)
     b = load_qasper(official, chunk_tokens=6)
     assert len(a) == 6
-    assert [(e.question, e.answers, e.gold_doc_ids) for e in a[:3]] == [(e.question, e.answers, e.gold_doc_ids) for e in b]
+    assert [(e.question, e.answers, e.gold_doc_ids) for e in a[:3]] == [
+        (e.question, e.answers, e.gold_doc_ids) for e in b
+    ]
 
 
 def test_qasper_errors_name_file_record_and_field(tmp_path):
@@ -184,13 +242,25 @@ def test_quality_sample_prerelease_layout():
 
 def test_quality_release_layout_difficult_flag_and_unlabelled_questions(tmp_path):
     record = {
-        "article_id": "1", "set_unique_id": "1_A", "title": "T",
+        "article_id": "1",
+        "set_unique_id": "1_A",
+        "title": "T",
         "article": "<html><body><p>First para\nline two.</p><p>Second <i>para</i>.</p></body></html>",
         "questions": [
-            {"question": "Which?", "question_unique_id": "1_A_1", "options": ["w", "x", "y", "z"],
-             "gold_label": 3, "difficult": 1},
-            {"question": "What?", "question_unique_id": "1_A_2", "options": ["w", "x", "y", "z"],
-             "gold_label": 1, "difficult": 0},
+            {
+                "question": "Which?",
+                "question_unique_id": "1_A_1",
+                "options": ["w", "x", "y", "z"],
+                "gold_label": 3,
+                "difficult": 1,
+            },
+            {
+                "question": "What?",
+                "question_unique_id": "1_A_2",
+                "options": ["w", "x", "y", "z"],
+                "gold_label": 1,
+                "difficult": 0,
+            },
             {"question": "Hidden?", "question_unique_id": "1_A_3", "options": ["w", "x", "y", "z"]},
         ],
     }
@@ -198,7 +268,9 @@ def test_quality_release_layout_difficult_flag_and_unlabelled_questions(tmp_path
     path.write_text(json.dumps(record) + "\n")
     examples = load_quality(path, options_in_question=False)
     assert [(e.question, e.answers, e.metadata["hard"], e.qtype) for e in examples] == [
-        ("Which?", ("y", "C"), True, "hard"), ("What?", ("w", "A"), False, "easy")]
+        ("Which?", ("y", "C"), True, "hard"),
+        ("What?", ("w", "A"), False, "easy"),
+    ]
     assert examples[0].documents[0].sentences == ("First para line two.", "Second para.")
     assert [e.question_id for e in load_quality(path, hard_only=True)] == ["1_A_1"]
     record["questions"][0]["gold_label"] = 5
@@ -225,29 +297,63 @@ def _write_csv(path: Path, header, rows):
 
 @pytest.fixture()
 def narrativeqa_root(tmp_path):
-    qaps_header = ["document_id", "set", "question", "answer1", "answer2", "question_tokenized",
-                   "answer1_tokenized", "answer2_tokenized"]
-    _write_csv(tmp_path / "qaps.csv", qaps_header, [
-        ["d1", "test", "Who finds the map?", "Ann", "Ann the sailor", "", "", ""],
-        ["d2", "test", "Where does Bob go?", "To the moon.", "the moon", "", "", ""],
-        ["d1", "train", "Why?", "Because.", "Because", "", "", ""],
-    ])
-    _write_csv(tmp_path / "documents.csv",
-               ["document_id", "set", "kind", "story_url", "story_file_size", "wiki_url", "wiki_title",
-                "story_word_count", "story_start", "story_end"],
-               [["d1", "test", "gutenberg", "", "", "", "", "", "CHAPTER I", "THE END"],
-                ["d2", "test", "movie", "", "", "", "", "", "FADE IN", "FADE OUT"]])
-    _write_csv(tmp_path / "third_party" / "wikipedia" / "summaries.csv",
-               ["document_id", "set", "summary", "summary_tokenized"],
-               [["d1", "test", "Ann finds a map. She sails away.", ""],
-                ["d2", "test", "Bob flies to the moon.  He returns.", ""]])
+    qaps_header = [
+        "document_id",
+        "set",
+        "question",
+        "answer1",
+        "answer2",
+        "question_tokenized",
+        "answer1_tokenized",
+        "answer2_tokenized",
+    ]
+    _write_csv(
+        tmp_path / "qaps.csv",
+        qaps_header,
+        [
+            ["d1", "test", "Who finds the map?", "Ann", "Ann the sailor", "", "", ""],
+            ["d2", "test", "Where does Bob go?", "To the moon.", "the moon", "", "", ""],
+            ["d1", "train", "Why?", "Because.", "Because", "", "", ""],
+        ],
+    )
+    _write_csv(
+        tmp_path / "documents.csv",
+        [
+            "document_id",
+            "set",
+            "kind",
+            "story_url",
+            "story_file_size",
+            "wiki_url",
+            "wiki_title",
+            "story_word_count",
+            "story_start",
+            "story_end",
+        ],
+        [
+            ["d1", "test", "gutenberg", "", "", "", "", "", "CHAPTER I", "THE END"],
+            ["d2", "test", "movie", "", "", "", "", "", "FADE IN", "FADE OUT"],
+        ],
+    )
+    _write_csv(
+        tmp_path / "third_party" / "wikipedia" / "summaries.csv",
+        ["document_id", "set", "summary", "summary_tokenized"],
+        [
+            ["d1", "test", "Ann finds a map. She sails away.", ""],
+            ["d2", "test", "Bob flies to the moon.  He returns.", ""],
+        ],
+    )
     (tmp_path / "tmp").mkdir()
     (tmp_path / "tmp" / "d1.content").write_text(
         "Project Gutenberg header\n\nCHAPTER I\n\nAnn walked to the harbour.\nShe found a map.\n\n"
-        "The ship left at dawn.\n\nTHE END\n\nLicense text", encoding="utf-8")
+        "The ship left at dawn.\n\nTHE END\n\nLicense text",
+        encoding="utf-8",
+    )
     (tmp_path / "tmp" / "d2.content").write_text(
         "<html><body><pre>Site menu</pre><p>FADE IN</p><p>Bob boards the rocket.</p>"
-        "<p>It flies to the moon.</p><p>FADE OUT</p><p>footer</p></body></html>", encoding="utf-8")
+        "<p>It flies to the moon.</p><p>FADE OUT</p><p>footer</p></body></html>",
+        encoding="utf-8",
+    )
     return tmp_path
 
 
@@ -287,12 +393,20 @@ def test_narrativeqa_errors(narrativeqa_root):
 # Question ids each loader drew before the loaders shared one subsample(): a rerun of an older config
 # must read the same questions.
 QASPER_DRAWN = {
-    0: ["bb97537a0a7c8f12a3f65eba73cefa6abcd2f2b2", "edb2d24d6d10af13931b3a47a6543bd469752f0c",
-        "14323046220b2aea8f15fba86819cbccc389ed8b", "dd155f01f6f4a14f9d25afc97504aefdc6d29c13",
-        "6e2ad9ad88cceabb6977222f5e090ece36aa84ea"],
-    13: ["44c4bd6decc86f1091b5fc0728873d9324cdde4e", "aacb0b97aed6fc6a8b471b8c2e5c4ddb60988bf5",
-         "710c1f8d4c137c8dad9972f5ceacdbf8004db208", "47726be8641e1b864f17f85db9644ce676861576",
-         "99a10823623f78dbff9ccecb210f187105a196e9"],
+    0: [
+        "bb97537a0a7c8f12a3f65eba73cefa6abcd2f2b2",
+        "edb2d24d6d10af13931b3a47a6543bd469752f0c",
+        "14323046220b2aea8f15fba86819cbccc389ed8b",
+        "dd155f01f6f4a14f9d25afc97504aefdc6d29c13",
+        "6e2ad9ad88cceabb6977222f5e090ece36aa84ea",
+    ],
+    13: [
+        "44c4bd6decc86f1091b5fc0728873d9324cdde4e",
+        "aacb0b97aed6fc6a8b471b8c2e5c4ddb60988bf5",
+        "710c1f8d4c137c8dad9972f5ceacdbf8004db208",
+        "47726be8641e1b864f17f85db9644ce676861576",
+        "99a10823623f78dbff9ccecb210f187105a196e9",
+    ],
 }
 QUALITY_DRAWN = {0: ["52845_YLZPNNYD_q4", "52845_YLZPNNYD_q5"], 1: ["52845_YLZPNNYD_q2", "52845_YLZPNNYD_q3"]}
 NARRATIVEQA_DRAWN = {0: ["d2::q5", "d1::q7", "d0::q9", "d1::q10"], 7: ["d0::q9", "d1::q10", "d2::q11", "d2::q14"]}
@@ -314,10 +428,16 @@ def test_quality_draws_the_same_questions_as_before(seed):
 @pytest.mark.parametrize("seed", sorted(NARRATIVEQA_DRAWN))
 def test_narrativeqa_draws_the_same_questions_as_before(tmp_path, seed):
     # 16 questions over three summaries, every fourth in the train split: 12 test questions.
-    _write_csv(tmp_path / "qaps.csv", ["document_id", "set", "question", "answer1", "answer2"],
-               [[f"d{i % 3}", "test" if i % 4 else "train", f"Question {i}?", f"a{i}", ""] for i in range(16)])
-    _write_csv(tmp_path / "third_party" / "wikipedia" / "summaries.csv", ["document_id", "summary"],
-               [[f"d{i}", f"Summary {i}."] for i in range(3)])
+    _write_csv(
+        tmp_path / "qaps.csv",
+        ["document_id", "set", "question", "answer1", "answer2"],
+        [[f"d{i % 3}", "test" if i % 4 else "train", f"Question {i}?", f"a{i}", ""] for i in range(16)],
+    )
+    _write_csv(
+        tmp_path / "third_party" / "wikipedia" / "summaries.csv",
+        ["document_id", "summary"],
+        [[f"d{i}", f"Summary {i}."] for i in range(3)],
+    )
     assert len(load_narrativeqa(tmp_path)) == 12
     assert [e.question_id for e in load_narrativeqa(tmp_path, sample_size=4, seed=seed)] == NARRATIVEQA_DRAWN[seed]
 

@@ -60,7 +60,12 @@ def test_qasper_scores_average_overall_and_by_type():
         qasper_scores(["x"], [Example("z", "Q?", ("a", "b"), (), ())])
 
 
-OPTIONS = ["a criminal that Blake is hunting", "a psycheye who taught Blake", "an old friend of Blake", "Eldoria's alter ego"]
+OPTIONS = [
+    "a criminal that Blake is hunting",
+    "a psycheye who taught Blake",
+    "an old friend of Blake",
+    "Eldoria's alter ego",
+]
 
 
 @pytest.mark.parametrize(
@@ -85,7 +90,9 @@ def test_answers_map_to_options(answer, index):
 
 def test_quality_accuracy_full_and_hard():
     def ex(qid, gold, hard):
-        return Example(qid, "Q?", (OPTIONS[gold],), (), (), metadata={"options": tuple(OPTIONS), "gold_index": gold, "hard": hard})
+        return Example(
+            qid, "Q?", (OPTIONS[gold],), (), (), metadata={"options": tuple(OPTIONS), "gold_index": gold, "hard": hard}
+        )
 
     examples = [ex("1", 0, True), ex("2", 1, True), ex("3", 2, False), ex("4", 3, False)]
     scores = quality_accuracy(["A", "C", "an old friend of Blake", "nonsense"], examples)

@@ -29,7 +29,11 @@ def test_flags_of_known_metrics():
 
 def test_constants_are_the_column_names():
     assert (registry.F1, registry.EM, registry.ANSWER_IN_CONTEXT, registry.RULE_TRIGGERED) == (
-        "f1", "em", "answer_in_context", "diversify.rule_triggered")
+        "f1",
+        "em",
+        "answer_in_context",
+        "diversify.rule_triggered",
+    )
 
 
 def test_unknown_name_is_an_error_that_lists_the_registered_ones():
@@ -55,24 +59,67 @@ def test_bad_declarations_and_queries_are_refused():
 def test_summary_list_is_the_registry_query():
     assert outputs.SUMMARY_METRICS == metric_names(summary=True)
     assert outputs.SUMMARY_METRICS == (
-        "f1", "em", "answer_in_context", "answer_in_context_graded", "gold_doc_coverage", "all_gold_in_reader",
-        "gold_token_density", "recall_at_k", "all_gold_at_k", "recall", "ndcg", "alpha_ndcg", "s_recall",
-        "err_ia", "apd", "vendi", "pool_redundancy", "diversify.rule_triggered", "context_tokens", "prompt_tokens")
-    rows = pd.DataFrame({"f1": [1.0, 0.0], "qasper_f1": [0.5, 0.5], "diversify.rule_triggered": [1.0, 0.0],
-                         "answer": ["a", "b"]})
+        "f1",
+        "em",
+        "answer_in_context",
+        "answer_in_context_graded",
+        "gold_doc_coverage",
+        "all_gold_in_reader",
+        "gold_token_density",
+        "recall_at_k",
+        "all_gold_at_k",
+        "recall",
+        "ndcg",
+        "alpha_ndcg",
+        "s_recall",
+        "err_ia",
+        "apd",
+        "vendi",
+        "pool_redundancy",
+        "diversify.rule_triggered",
+        "context_tokens",
+        "prompt_tokens",
+    )
+    rows = pd.DataFrame(
+        {"f1": [1.0, 0.0], "qasper_f1": [0.5, 0.5], "diversify.rule_triggered": [1.0, 0.0], "answer": ["a", "b"]}
+    )
     assert list(outputs.summarize(rows, n_resamples=50)["metric"]) == ["f1", "diversify.rule_triggered"]
 
 
 def test_wandb_columns_are_the_registry_query():
     assert wandb_logger.TABLE_COLUMNS == [
-        "question_id", "question", "gold_answers", "answer", "f1", "em", "answer_in_context",
-        "answer_in_context_graded", "gold_doc_coverage", "context_tokens", "prompt_tokens"]
+        "question_id",
+        "question",
+        "gold_answers",
+        "answer",
+        "f1",
+        "em",
+        "answer_in_context",
+        "answer_in_context_graded",
+        "gold_doc_coverage",
+        "context_tokens",
+        "prompt_tokens",
+    ]
 
 
 def test_report_lists_are_registry_queries():
-    assert tables.POLICY_METRICS == ("f1", "em", "answer_in_context", "answer_in_context_graded",
-                                     "gold_doc_coverage", "all_gold_in_reader", "context_tokens")
-    assert tables.DIAGNOSTICS == ("answer_in_context", "answer_in_context_graded", "gold_doc_coverage",
-                                  "all_gold_in_reader", "gold_token_density", "recall_at_k", "all_gold_at_k")
+    assert tables.POLICY_METRICS == (
+        "f1",
+        "em",
+        "answer_in_context",
+        "answer_in_context_graded",
+        "gold_doc_coverage",
+        "all_gold_in_reader",
+        "context_tokens",
+    )
+    assert tables.DIAGNOSTICS == (
+        "answer_in_context",
+        "answer_in_context_graded",
+        "gold_doc_coverage",
+        "all_gold_in_reader",
+        "gold_token_density",
+        "recall_at_k",
+        "all_gold_at_k",
+    )
     assert tables.POLICY_METRICS == metric_names(policy_table=True)
     assert tables.DIAGNOSTICS == metric_names(diagnostic=True)

@@ -139,8 +139,17 @@ def test_selection_metrics_assembles_every_column():
     full = pool_from_arrays(embeddings.astype(np.float32), [1.0, 0.0, 0.0], source_ids=FULL_POOL, gold=GOLD)
     selected = full.subset(range(5))
     row = selection_metrics(selected, full, 5)
-    assert set(row) == {"recall", "ndcg", "alpha_ndcg", "s_recall", "err_ia", "apd", "vendi", "pool_redundancy",
-                        "gold_in_pool"}
+    assert set(row) == {
+        "recall",
+        "ndcg",
+        "alpha_ndcg",
+        "s_recall",
+        "err_ia",
+        "apd",
+        "vendi",
+        "pool_redundancy",
+        "gold_in_pool",
+    }
     assert row["gold_in_pool"] == 2  # A and B; C never entered the pool
     assert row["recall"] == pytest.approx(2 / 3)
     assert row["ndcg"] == pytest.approx(ndcg_at_k(SELECTED, GOLD, 5))

@@ -27,8 +27,9 @@ def build(sentences: list[tuple[str, str]], gold: tuple[str, ...], answers: tupl
     snippets, position = [], {}
     for doc_id, text in sentences:
         position[doc_id] = position.get(doc_id, -1) + 1
-        snippets.append(Snippet(text, doc_id, (doc_id,), tokens.count(text), rank=doc_ids.index(doc_id),
-                                position=position[doc_id]))
+        snippets.append(
+            Snippet(text, doc_id, (doc_id,), tokens.count(text), rank=doc_ids.index(doc_id), position=position[doc_id])
+        )
     emb = np.eye(len(snippets), 4, dtype=np.float32)
     return PackingRequest("q?", pool, snippets, emb, pool.query_embedding, budget, tokens)
 
@@ -43,16 +44,20 @@ def brute_force(request: PackingRequest) -> tuple[float, float]:
                 continue
             chosen = in_reading_order([snippets[i] for i in subset])
             context = Context(chosen, request.budget, "brute")
-            score = (answer_in_context(render_context(chosen), example.answers),
-                     gold_doc_coverage(context, example.gold_doc_ids))
+            score = (
+                answer_in_context(render_context(chosen), example.answers),
+                gold_doc_coverage(context, example.gold_doc_ids),
+            )
             best = max(best, score)
     return best
 
 
 def achieved(request: PackingRequest, context: Context) -> tuple[float, float]:
     example = request.pool.example
-    return (answer_in_context(render_context(context.snippets), example.answers),
-            gold_doc_coverage(context, example.gold_doc_ids))
+    return (
+        answer_in_context(render_context(context.snippets), example.answers),
+        gold_doc_coverage(context, example.gold_doc_ids),
+    )
 
 
 def test_oracle_by_hand():

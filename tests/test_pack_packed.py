@@ -95,7 +95,9 @@ def test_whole_gold_snippet_counts_as_coverage():
     req = request(16, hand_pool(gold=("B", "C")))
     ctx = TopKTruncatePacker(misfit="truncate_last").pack(req)
     assert [(s.cand_id, s.text, s.truncated) for s in ctx.snippets][1:] == [
-        ("B", "b1 b2 b3 b4 b5 b6 b7 b8", False), ("C", "c1", True)]
+        ("B", "b1 b2 b3 b4 b5 b6 b7 b8", False),
+        ("C", "c1", True),
+    ]
     assert ctx.extra["fragment_tokens"] == 1
     assert gold_doc_coverage(ctx, ("B", "C")) == 0.5  # B whole counts, C's fragment does not
     # At 17 the whole of C fits and both gold documents contribute a snippet.

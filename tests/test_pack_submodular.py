@@ -141,9 +141,7 @@ def test_greedy_matches_brute_force_rule(seed):
     packer = SubmodularPacker("submod", max_snippets=None)
     chosen, _ = packer.select(request)
     inputs = reference_inputs(request, packer)
-    expected = brute_force_greedy(
-        lambda s: reference_objective(inputs, s), request.costs.tolist(), request.budget
-    )
+    expected = brute_force_greedy(lambda s: reference_objective(inputs, s), request.costs.tolist(), request.budget)
     assert chosen == expected
 
 

@@ -18,9 +18,26 @@ from tests.conftest import REPO, SHARED_DATA
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 ROW_COLUMNS = [
-    "question_id", "tree", "diversifier", "packer", "budget", "seed", "reader", "answer", "raw_answer", "em", "f1",
-    "answer_in_context", "answer_in_context_graded", "gold_doc_coverage", "all_gold_in_reader",
-    "gold_token_density", "recall_at_k", "all_gold_at_k", "context_tokens", "prompt_tokens",
+    "question_id",
+    "tree",
+    "diversifier",
+    "packer",
+    "budget",
+    "seed",
+    "reader",
+    "answer",
+    "raw_answer",
+    "em",
+    "f1",
+    "answer_in_context",
+    "answer_in_context_graded",
+    "gold_doc_coverage",
+    "all_gold_in_reader",
+    "gold_token_density",
+    "recall_at_k",
+    "all_gold_at_k",
+    "context_tokens",
+    "prompt_tokens",
 ]
 
 
@@ -47,9 +64,22 @@ def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
 
 
 def run_cli(args: list[str], cwd: Path = REPO, env_extra: dict | None = None, **kwargs):
-    env = {**os.environ, "WANDB_MODE": "offline", "HARNESS_CACHE_DIR": str(kwargs.pop("cache_dir")), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], check=False, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=900, **kwargs)
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "HARNESS_CACHE_DIR": str(kwargs.pop("cache_dir")),
+        **(env_extra or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        **kwargs,
+    )
 
 
 @pytest.mark.slow
@@ -80,9 +110,12 @@ def test_cli_run_writes_every_row_field_and_skips_a_finished_run(tmp_path):
 def test_cli_help_and_cfg():
     # A bounded wait: Hydra lists every folder of every search-path root as a config group, so a root at
     # the repository (with .venv inside) once made --help take minutes.
-    helped = subprocess.run([sys.executable, "-m", "harness", "--help"], check=False, cwd=REPO, capture_output=True,
-                            text=True, timeout=60)
+    helped = subprocess.run(
+        [sys.executable, "-m", "harness", "--help"], check=False, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert helped.returncode == 0 and "packer:" in helped.stdout and "python -m harness" in helped.stdout
     assert "sweeps: " in helped.stdout and "reader_ladder_cpu" in helped.stdout
-    shown = subprocess.run([sys.executable, "-m", "harness", "--cfg", "job"], check=False, cwd=REPO, capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "harness", "--cfg", "job"], check=False, cwd=REPO, capture_output=True, text=True
+    )
     assert shown.returncode == 0 and "budget: 160" in shown.stdout

@@ -18,119 +18,230 @@ from harness.read.reader import Reader
 
 # (question id, gold answer, raw generation, expected extracted answer)
 REAL_OUTPUTS = [
-    ("5abdf12255429976d4830a2f", "Bob Seger",
-     "The Album Against the Wind was the 11th Album of a Rock singer Bob Seger born May ",
-     "The Album Against the Wind was the 11th Album of a Rock singer Bob Seger born May"),
-    ("5ab6d09255429954757d337d", "from 1986 to 2013",
-     "The football manager who recruited David Beckham managed Manchester United during 1996–97.",
-     "The football manager who recruited David Beckham managed Manchester United during 1996–97"),
-    ("5adbf0a255429947ff17385a", "no",
-     "No, the Laleli Mosque and Esma Sultan Mansion are not located in the same neighborhood. The Laleli Mosque",
-     "No"),
-    ("5ae2b770554299495565db0f", "March and April",
-     "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le",
-     "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le"),
-    ("5abf63f15542997ec76fd3ea", "October 1922",
-     "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro",
-     "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro"),
-    ("5ae4a3265542995ad6573de5", "Fujioka, Gunma",
-     "Buck-Tick is a Canadian rock band, not a Japanese band.",
-     "Buck-Tick is a Canadian rock band, not a Japanese band"),
-    ("5a828c8355429966c78a6a50", "Henry J. Kaiser",
-     "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-",
-     "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-"),
-    ("5ab29c24554299449642c932", "yes",
-     "No, Giuseppe Verdi and Ambroise Thomas are not both Opera composers. Giuseppe Verdi was",
-     "No"),
-    ("5a84c4135542994c784dda31", "no",
-     "No, Yingkou and Fuding are not the same level of city. Yingkou is a county",
-     "No"),
-    ("5ab56e32554299637185c594", "no",
-     "No, 888 7th Avenue and 888 7th Avenue are not used for real",
-     "No"),
-    ("5ae005b555429942ec259bec", "1866",
-     'The novel that Lourenço Mutarelli based "Nina" on was published in 2004',
-     'The novel that Lourenço Mutarelli based "Nina" on was published in 2004'),
-    ("5aba7cfe554299232ef4a2fd", "Carabao Cup",
-     "The 2017–18 Wigan Athletic F.C. season will be a year in which",
-     "The 2017–18 Wigan Athletic F.C. season will be a year in which"),
-    ("5a877e5d5542993e715abf7d", "David Weissman",
-     "David Weissman: Dominic Sena\n\nThe answer is: Dominic Sena",
-     "Dominic Sena"),
-    ("5a77cb335542997042120b3a", "John John Florence",
-     "Coco Ho: Coco Malia Camille Hapaikekoa Ho (born 18 October ",
-     "Coco Ho: Coco Malia Camille Hapaikekoa Ho (born 18 October"),
-    ("5ab96ab755429970cfb8eacd", "Max Martin, Savan Kotecha and Ilya Salmanzadeh",
-     "Ellie Goulding worked with Ilya Salmanzadeh, who is also the co-founder of the",
-     "Ellie Goulding worked with Ilya Salmanzadeh, who is also the co-founder of the"),
-    ("5a8e3ea95542995a26add48d", "Greenwich Village, New York City",
-     'The director of the romantic comedy "Big Stone Gap" is based in New York City.',
-     'The director of the romantic comedy "Big Stone Gap" is based in New York City'),
-    ("5a85eed75542996432c5713b", "Coahuila, Mexico",
-     "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India.",
-     "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India"),
-    ("5abfb3425542990832d3a1c0", "The Conversation",
-     "The answer is: Andrew Jaspan was the co-founder of the not-for-profit media outlet, The",
-     "Andrew Jaspan was the co-founder of the not-for-profit media outlet, The"),
-    ("5abd259d55429924427fcf1a", "yes",
-     "No, both Dictyosperma and Huernia are monotypic genera of flowering plant in the palm family,",
-     "No"),
-    ("5a8a3e745542996c9b8d5e70", "Arena of Khazan",
-     'The adventure in "Tunnels and Trolls" is a game called "Tunnels & Trolls" by',
-     'The adventure in "Tunnels and Trolls" is a game called "Tunnels & Trolls" by'),
-    ("5a8f4c8d554299458435d5a3", "more than 70 countries",
-     "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries.",
-     "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries"),
-    ("5a713ea95542994082a3e6e4", "Apalachees",
-     "The answer to the question is: Alvaro Mexia had a diplomatic mission with which tribe of indigenous people?",
-     "Alvaro Mexia had a diplomatic mission with which tribe of indigenous people?"),
-    ("5ae53b545542990ba0bbb23c", "Las Vegas Strip in Paradise",
-     "The Original Jam Sessions 1969: The Original Jam Sessions 1969 is a 20",
-     "The Original Jam Sessions 1969: The Original Jam Sessions 1969 is a 20"),
-    ("5ae1f4cb554299234fd0436d", "276,170 inhabitants",
-     "The 122nd SS-Standarte was formed in 2014 in the city of Stras",
-     "The 122nd SS-Standarte was formed in 2014 in the city of Stras"),
+    (
+        "5abdf12255429976d4830a2f",
+        "Bob Seger",
+        "The Album Against the Wind was the 11th Album of a Rock singer Bob Seger born May ",
+        "The Album Against the Wind was the 11th Album of a Rock singer Bob Seger born May",
+    ),
+    (
+        "5ab6d09255429954757d337d",
+        "from 1986 to 2013",
+        "The football manager who recruited David Beckham managed Manchester United during 1996–97.",
+        "The football manager who recruited David Beckham managed Manchester United during 1996–97",
+    ),
+    (
+        "5adbf0a255429947ff17385a",
+        "no",
+        "No, the Laleli Mosque and Esma Sultan Mansion are not located in the same neighborhood. The Laleli Mosque",
+        "No",
+    ),
+    (
+        "5ae2b770554299495565db0f",
+        "March and April",
+        "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le",
+        "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le",
+    ),
+    (
+        "5abf63f15542997ec76fd3ea",
+        "October 1922",
+        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro",
+        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro",
+    ),
+    (
+        "5ae4a3265542995ad6573de5",
+        "Fujioka, Gunma",
+        "Buck-Tick is a Canadian rock band, not a Japanese band.",
+        "Buck-Tick is a Canadian rock band, not a Japanese band",
+    ),
+    (
+        "5a828c8355429966c78a6a50",
+        "Henry J. Kaiser",
+        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-",
+        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-",
+    ),
+    (
+        "5ab29c24554299449642c932",
+        "yes",
+        "No, Giuseppe Verdi and Ambroise Thomas are not both Opera composers. Giuseppe Verdi was",
+        "No",
+    ),
+    (
+        "5a84c4135542994c784dda31",
+        "no",
+        "No, Yingkou and Fuding are not the same level of city. Yingkou is a county",
+        "No",
+    ),
+    ("5ab56e32554299637185c594", "no", "No, 888 7th Avenue and 888 7th Avenue are not used for real", "No"),
+    (
+        "5ae005b555429942ec259bec",
+        "1866",
+        'The novel that Lourenço Mutarelli based "Nina" on was published in 2004',
+        'The novel that Lourenço Mutarelli based "Nina" on was published in 2004',
+    ),
+    (
+        "5aba7cfe554299232ef4a2fd",
+        "Carabao Cup",
+        "The 2017–18 Wigan Athletic F.C. season will be a year in which",
+        "The 2017–18 Wigan Athletic F.C. season will be a year in which",
+    ),
+    (
+        "5a877e5d5542993e715abf7d",
+        "David Weissman",
+        "David Weissman: Dominic Sena\n\nThe answer is: Dominic Sena",
+        "Dominic Sena",
+    ),
+    (
+        "5a77cb335542997042120b3a",
+        "John John Florence",
+        "Coco Ho: Coco Malia Camille Hapaikekoa Ho (born 18 October ",
+        "Coco Ho: Coco Malia Camille Hapaikekoa Ho (born 18 October",
+    ),
+    (
+        "5ab96ab755429970cfb8eacd",
+        "Max Martin, Savan Kotecha and Ilya Salmanzadeh",
+        "Ellie Goulding worked with Ilya Salmanzadeh, who is also the co-founder of the",
+        "Ellie Goulding worked with Ilya Salmanzadeh, who is also the co-founder of the",
+    ),
+    (
+        "5a8e3ea95542995a26add48d",
+        "Greenwich Village, New York City",
+        'The director of the romantic comedy "Big Stone Gap" is based in New York City.',
+        'The director of the romantic comedy "Big Stone Gap" is based in New York City',
+    ),
+    (
+        "5a85eed75542996432c5713b",
+        "Coahuila, Mexico",
+        "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India.",
+        "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India",
+    ),
+    (
+        "5abfb3425542990832d3a1c0",
+        "The Conversation",
+        "The answer is: Andrew Jaspan was the co-founder of the not-for-profit media outlet, The",
+        "Andrew Jaspan was the co-founder of the not-for-profit media outlet, The",
+    ),
+    (
+        "5abd259d55429924427fcf1a",
+        "yes",
+        "No, both Dictyosperma and Huernia are monotypic genera of flowering plant in the palm family,",
+        "No",
+    ),
+    (
+        "5a8a3e745542996c9b8d5e70",
+        "Arena of Khazan",
+        'The adventure in "Tunnels and Trolls" is a game called "Tunnels & Trolls" by',
+        'The adventure in "Tunnels and Trolls" is a game called "Tunnels & Trolls" by',
+    ),
+    (
+        "5a8f4c8d554299458435d5a3",
+        "more than 70 countries",
+        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries.",
+        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries",
+    ),
+    (
+        "5a713ea95542994082a3e6e4",
+        "Apalachees",
+        "The answer to the question is: Alvaro Mexia had a diplomatic mission with which tribe of indigenous people?",
+        "Alvaro Mexia had a diplomatic mission with which tribe of indigenous people?",
+    ),
+    (
+        "5ae53b545542990ba0bbb23c",
+        "Las Vegas Strip in Paradise",
+        "The Original Jam Sessions 1969: The Original Jam Sessions 1969 is a 20",
+        "The Original Jam Sessions 1969: The Original Jam Sessions 1969 is a 20",
+    ),
+    (
+        "5ae1f4cb554299234fd0436d",
+        "276,170 inhabitants",
+        "The 122nd SS-Standarte was formed in 2014 in the city of Stras",
+        "The 122nd SS-Standarte was formed in 2014 in the city of Stras",
+    ),
     # QASPER (long gold answers abbreviated to their opening words)
-    ("44c4bd6decc86f1091b5fc0728873d9324cdde4e", "7000000 pairs of events",
-     "The Japanese data is approximately 1.2 GB.",
-     "The Japanese data is approximately 1.2 GB."),  # two periods: not a single sentence-final one
-    ("86abeff85f3db79cf87a8c993e5e5aa61226dc98", "negative, positive",
-     'The answer to your question is: The dataset for supervision is labeled as "BIBREF0"',
-     'The dataset for supervision is labeled as "BIBREF0"'),
-    ("1959e0ebc21fafdf1dd20c6ea054161ba7446f61", "Clinical text structuring (CTS) is a critical task",
-     ("The clinical text structuring task is defined as a set of techniques that enable the extraction "
-      "of structured data from clinical text, which is a crucial step in the extraction of medical "
-      "research data from electronic health records ("),
-     ("The clinical text structuring task is defined as a set of techniques that enable the extraction "
-      "of structured data from clinical text, which is a crucial step in the extraction of medical "
-      "research data from electronic health records (")),
-    ("dd155f01f6f4a14f9d25afc97504aefdc6d29c13", "Quality measures using perplexity and recall",
-     ("The QRNN models have been compared between various language models, including the original PTB "
-      "and WT103 models. The performance of the QRNN models has been evaluated using the recall"),
-     ("The QRNN models have been compared between various language models, including the original PTB "
-      "and WT103 models. The performance of the QRNN models has been evaluated using the recall")),
-    ("98b11f70239ef0e22511a3ecf6e413ecb726f954", "No",
-     ("No, they do not use a pretrained NMT model to help generating reviews. Instead, they use a deep "
-      "neural network (DNN) to generate reviews, which is a type of a generative"),
-     "No"),
-    ("d4d771bcb59bab4f3eb9026cda7d182eb582027d", "Unanswerable",
-     ("The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
-      "generate reviews, which is trained to identify relevant content. This process is designed to "
-      "avoid stray"),
-     ("The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
-      "generate reviews, which is trained to identify relevant content. This process is designed to "
-      "avoid stray")),
-    ("47726be8641e1b864f17f85db9644ce676861576", "We compare this method of bias mitigation",
-     ("Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
-      "embedding quality is assessed using a combination of metrics. The first metric is the loss "
-      "function, which is a measure"),
-     ("Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
-      "embedding quality is assessed using a combination of metrics. The first metric is the loss "
-      "function, which is a measure")),
-    ("cbf1137912a47262314c94d36ced3232d5fa1926", "fastText, CWE-LP",
-     ("Two architectures used in the context of contextual embeddings are:\n\n1. Contextual "
-      "Encoder-Decoder (CDE)\n2. Contextual Encoder-Encoder-Decoder (CED"),
-     "Contextual Encoder-Decoder (CDE), Contextual Encoder-Encoder-Decoder (CED"),
+    (
+        "44c4bd6decc86f1091b5fc0728873d9324cdde4e",
+        "7000000 pairs of events",
+        "The Japanese data is approximately 1.2 GB.",
+        "The Japanese data is approximately 1.2 GB.",
+    ),  # two periods: not a single sentence-final one
+    (
+        "86abeff85f3db79cf87a8c993e5e5aa61226dc98",
+        "negative, positive",
+        'The answer to your question is: The dataset for supervision is labeled as "BIBREF0"',
+        'The dataset for supervision is labeled as "BIBREF0"',
+    ),
+    (
+        "1959e0ebc21fafdf1dd20c6ea054161ba7446f61",
+        "Clinical text structuring (CTS) is a critical task",
+        (
+            "The clinical text structuring task is defined as a set of techniques that enable the extraction "
+            "of structured data from clinical text, which is a crucial step in the extraction of medical "
+            "research data from electronic health records ("
+        ),
+        (
+            "The clinical text structuring task is defined as a set of techniques that enable the extraction "
+            "of structured data from clinical text, which is a crucial step in the extraction of medical "
+            "research data from electronic health records ("
+        ),
+    ),
+    (
+        "dd155f01f6f4a14f9d25afc97504aefdc6d29c13",
+        "Quality measures using perplexity and recall",
+        (
+            "The QRNN models have been compared between various language models, including the original PTB "
+            "and WT103 models. The performance of the QRNN models has been evaluated using the recall"
+        ),
+        (
+            "The QRNN models have been compared between various language models, including the original PTB "
+            "and WT103 models. The performance of the QRNN models has been evaluated using the recall"
+        ),
+    ),
+    (
+        "98b11f70239ef0e22511a3ecf6e413ecb726f954",
+        "No",
+        (
+            "No, they do not use a pretrained NMT model to help generating reviews. Instead, they use a deep "
+            "neural network (DNN) to generate reviews, which is a type of a generative"
+        ),
+        "No",
+    ),
+    (
+        "d4d771bcb59bab4f3eb9026cda7d182eb582027d",
+        "Unanswerable",
+        (
+            "The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
+            "generate reviews, which is trained to identify relevant content. This process is designed to "
+            "avoid stray"
+        ),
+        (
+            "The use of NMT ensures generated reviews stay on topic by using a deep neural network (DNN) to "
+            "generate reviews, which is trained to identify relevant content. This process is designed to "
+            "avoid stray"
+        ),
+    ),
+    (
+        "47726be8641e1b864f17f85db9644ce676861576",
+        "We compare this method of bias mitigation",
+        (
+            "Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
+            "embedding quality is assessed using a combination of metrics. The first metric is the loss "
+            "function, which is a measure"
+        ),
+        (
+            "Embedding quality assessment is a critical aspect of any deep learning model. In this context, "
+            "embedding quality is assessed using a combination of metrics. The first metric is the loss "
+            "function, which is a measure"
+        ),
+    ),
+    (
+        "cbf1137912a47262314c94d36ced3232d5fa1926",
+        "fastText, CWE-LP",
+        (
+            "Two architectures used in the context of contextual embeddings are:\n\n1. Contextual "
+            "Encoder-Decoder (CDE)\n2. Contextual Encoder-Encoder-Decoder (CED"
+        ),
+        "Contextual Encoder-Decoder (CDE), Contextual Encoder-Encoder-Decoder (CED",
+    ),
 ]
 
 
@@ -198,26 +309,45 @@ def test_extraction_rules(raw, expected):
 
 def test_cached_answers_are_re_extracted_from_the_raw_generation(tmp_path):
     # An entry written under the old first-line rule replays with the current extraction; no model loads.
-    reader = Reader(name="cached", pretrained=str(tmp_path / "no-weights-needed"), dtype="float32",
-                    cache_dir=str(tmp_path), show_progress=False)
+    reader = Reader(
+        name="cached",
+        pretrained=str(tmp_path / "no-weights-needed"),
+        dtype="float32",
+        cache_dir=str(tmp_path),
+        show_progress=False,
+    )
     prompts = ["p-lead-in", "p-prefix", "p-answer-only"]
     store = TextStore(tmp_path / "responses.sqlite", table="responses")
-    store.put_texts({
-        reader.cache_key("p-lead-in"): {"answer": "The language models are:", "raw": "The language models are:\nGPT-2"},
-        reader.cache_key("p-prefix"): {"answer": "The answer is: Oslo", "raw": "The answer is: Oslo"},
-        reader.cache_key("p-answer-only"): {"answer": "Bergen"},
-    })
+    store.put_texts(
+        {
+            reader.cache_key("p-lead-in"): {
+                "answer": "The language models are:",
+                "raw": "The language models are:\nGPT-2",
+            },
+            reader.cache_key("p-prefix"): {"answer": "The answer is: Oslo", "raw": "The answer is: Oslo"},
+            reader.cache_key("p-answer-only"): {"answer": "Bergen"},
+        }
+    )
     responses = reader.responses(prompts + ["p-prefix"])
     assert [r["answer"] for r in responses] == ["GPT-2", "Oslo", "Bergen", "Oslo"]
-    assert [r["raw"] for r in responses] == ["The language models are:\nGPT-2", "The answer is: Oslo", "Bergen",
-                                             "The answer is: Oslo"]
+    assert [r["raw"] for r in responses] == [
+        "The language models are:\nGPT-2",
+        "The answer is: Oslo",
+        "Bergen",
+        "The answer is: Oslo",
+    ]
     assert reader.answer(prompts) == ["GPT-2", "Oslo", "Bergen"]
     assert (reader.generated, reader.requested) == (0, 7)
 
 
 def test_a_malformed_cache_entry_names_its_key(tmp_path):
-    reader = Reader(name="cached", pretrained=str(tmp_path / "no-weights-needed"), dtype="float32",
-                    cache_dir=str(tmp_path), show_progress=False)
+    reader = Reader(
+        name="cached",
+        pretrained=str(tmp_path / "no-weights-needed"),
+        dtype="float32",
+        cache_dir=str(tmp_path),
+        show_progress=False,
+    )
     key = reader.cache_key("p")
     TextStore(tmp_path / "responses.sqlite", table="responses").put_texts({key: {"text": "Paris"}})
     with pytest.raises(ValueError, match=key):

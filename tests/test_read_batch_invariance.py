@@ -16,9 +16,19 @@ HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
 def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12):
-    return Reader(name="smollm2", offline_model="smollm2", pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
-                  models_dir=str(MODELS), dtype=dtype, batch_size=batch_size, quantization=quantization,
-                  max_new_tokens=max_new_tokens, cache_dir=cache_dir, show_progress=False, torch_threads=1)
+    return Reader(
+        name="smollm2",
+        offline_model="smollm2",
+        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
+        models_dir=str(MODELS),
+        dtype=dtype,
+        batch_size=batch_size,
+        quantization=quantization,
+        max_new_tokens=max_new_tokens,
+        cache_dir=cache_dir,
+        show_progress=False,
+        torch_threads=1,
+    )
 
 
 def test_half_precision_puts_the_batch_size_into_the_reader_id():

@@ -38,8 +38,15 @@ def minimal_cfg(reader: str, cache_dir: Path):
 
 def test_all_published_readers_have_a_config():
     assert set(READER_CONFIGS) >= {
-        "smollm2_135m", "qwen2.5_3b", "qwen2.5_7b", "qwen2.5_7b_nf4", "qwen2.5_14b", "qwen2.5_32b",
-        "falcon3_3b", "phi3.5_mini", "flan_t5_base",
+        "smollm2_135m",
+        "qwen2.5_3b",
+        "qwen2.5_7b",
+        "qwen2.5_7b_nf4",
+        "qwen2.5_14b",
+        "qwen2.5_32b",
+        "falcon3_3b",
+        "phi3.5_mini",
+        "flan_t5_base",
     }
 
 
@@ -66,7 +73,9 @@ def test_published_settings(tmp_path):
     assert default.spec.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
     for big in ("qwen2.5_14b", "qwen2.5_32b"):
         assert (readers[big].spec.quantization, readers[big].spec.device_map) == ("nf4", "auto")
-    assert readers["qwen2.5_7b_nf4"].spec.pretrained == readers["qwen2.5_7b"].spec.pretrained == "Qwen/Qwen2.5-7B-Instruct"
+    assert (
+        readers["qwen2.5_7b_nf4"].spec.pretrained == readers["qwen2.5_7b"].spec.pretrained == "Qwen/Qwen2.5-7B-Instruct"
+    )
     assert readers["qwen2.5_7b_nf4"].reader_id != readers["qwen2.5_7b"].reader_id
     assert readers["flan_t5_base"].num_beams == 4 and readers["flan_t5_base"].spec.pretrained == "google/flan-t5-base"
     assert readers["phi3.5_mini"].spec.pretrained == "microsoft/Phi-3.5-mini-instruct"

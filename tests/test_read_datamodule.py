@@ -29,7 +29,10 @@ def test_unsorted_batches_keep_input_order():
 def test_datamodule_loader_yields_the_prebuilt_batches():
     dm = PromptDataModule(["a", "bbb", "cc"], ["1", "2", "3"], batch_size=2)
     dm.setup("predict")
-    assert list(dm.predict_dataloader()) == [{"keys": ["2", "3"], "prompts": ["bbb", "cc"]}, {"keys": ["1"], "prompts": ["a"]}]
+    assert list(dm.predict_dataloader()) == [
+        {"keys": ["2", "3"], "prompts": ["bbb", "cc"]},
+        {"keys": ["1"], "prompts": ["a"]},
+    ]
 
 
 @pytest.mark.parametrize(

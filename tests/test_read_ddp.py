@@ -16,16 +16,30 @@ MODELS = REPO / ".cache" / "models"
 
 
 def reader(cache_dir, name="smollm2-ddp", batch_size=8, **trainer):
-    return Reader(name=name, offline_model="smollm2", pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
-                  models_dir=str(MODELS), dtype="float32", batch_size=batch_size, max_new_tokens=6,
-                  cache_dir=str(cache_dir), trainer={"accelerator": "cpu", **trainer}, show_progress=False,
-                  torch_threads=1)
+    return Reader(
+        name=name,
+        offline_model="smollm2",
+        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
+        models_dir=str(MODELS),
+        dtype="float32",
+        batch_size=batch_size,
+        max_new_tokens=6,
+        cache_dir=str(cache_dir),
+        trainer={"accelerator": "cpu", **trainer},
+        show_progress=False,
+        torch_threads=1,
+    )
 
 
 def questions(single: Reader, count: int) -> list[str]:
     # Varied lengths, so length sorting and left padding really act.
-    return [single.render_prompt(f"Who founded company {i}?", f"Company {i} was founded by Ada {i}son in 19{i % 10}0."
-                                 + " It grew." * (i % 4)) for i in range(count)]
+    return [
+        single.render_prompt(
+            f"Who founded company {i}?",
+            f"Company {i} was founded by Ada {i}son in 19{i % 10}0." + " It grew." * (i % 4),
+        )
+        for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_find_unused_parameters_true", "fsdp"])
@@ -75,9 +89,21 @@ def test_two_processes_answer_what_one_process_answers(tmp_path):
 @pytest.mark.slow
 def test_the_command_line_refuses_plain_ddp_with_a_non_zero_exit(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "harness", "reader.trainer.devices=2", "reader.trainer.strategy=ddp", "logger=none",
-         f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "reader.trainer.devices=2",
+            "reader.trainer.strategy=ddp",
+            "logger=none",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+        ],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode != 0
     assert "reader.trainer.strategy=ddp with 2 processes" in result.stderr

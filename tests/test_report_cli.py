@@ -20,15 +20,32 @@ READERS = ("tiny-135m", "big-7b")
 def _common_columns(qids, seed, budget, reader, packer="packed", diversifier="knn", perturb="none") -> dict:
     n = len(qids)
     return {
-        "question_id": list(qids), "dataset": "synthetic", "split": "dev",
+        "question_id": list(qids),
+        "dataset": "synthetic",
+        "split": "dev",
         "question": [f"What is fact {q}?" for q in qids],
         "gold_answers": [json.dumps([f"answer {q}"]) for q in qids],
-        "hops": 2, "qtype": "bridge", "retriever": "minilm", "perturb": perturb, "tree": "none",
-        "diversifier": diversifier, "packer": packer, "budget": budget, "k": 5, "seed": seed, "reader": reader,
-        "answer": ["x"] * n, "context": ["..."] * n,
-        "cfg.seed": seed, "cfg.budget": budget, "cfg.k": 5, "cfg.dataset.seed": seed,
-        "cfg.packer.name": packer, "cfg.packer._target_": f"harness.pack.{packer}",
-        "cfg.diversifier.name": diversifier, "cfg.reader.name": reader,
+        "hops": 2,
+        "qtype": "bridge",
+        "retriever": "minilm",
+        "perturb": perturb,
+        "tree": "none",
+        "diversifier": diversifier,
+        "packer": packer,
+        "budget": budget,
+        "k": 5,
+        "seed": seed,
+        "reader": reader,
+        "answer": ["x"] * n,
+        "context": ["..."] * n,
+        "cfg.seed": seed,
+        "cfg.budget": budget,
+        "cfg.k": 5,
+        "cfg.dataset.seed": seed,
+        "cfg.packer.name": packer,
+        "cfg.packer._target_": f"harness.pack.{packer}",
+        "cfg.diversifier.name": diversifier,
+        "cfg.reader.name": reader,
         "cfg.reader.pretrained": f".cache/models/{reader}",
         # differs between jobs but says nothing about the policy: must not split policies
         "cfg.paths.cache_dir": f"/scratch/job-{seed}-{budget}",
@@ -38,21 +55,30 @@ def _common_columns(qids, seed, budget, reader, packer="packed", diversifier="kn
 def packing_rows(n_questions: int, packer: str, budget: int, seed: int, reader: str) -> pd.DataFrame:
     """Rows with a known structure: submod's F1 is packed's plus exactly 0.1 on every (question, seed)."""
     qids = [f"q{i:03d}" for i in range(n_questions)]
-    u = np.random.default_rng(7).uniform(size=n_questions)                  # per-question difficulty
-    v = np.random.default_rng(seed).uniform(size=n_questions)               # per (question, seed)
+    u = np.random.default_rng(7).uniform(size=n_questions)  # per-question difficulty
+    v = np.random.default_rng(seed).uniform(size=n_questions)  # per (question, seed)
     recall = np.where(u > 0.3, 1.0, 0.5)
     aic = ((recall == 1.0) & (v < budget / 160)).astype(float)
     f1 = 0.6 * aic + 0.2 * u + (0.05 if reader == "big-7b" else 0.0)
     if packer == "submod":
         f1 = f1 + 0.1
         aic = np.maximum(aic, ((recall == 1.0) & (v < budget / 100)).astype(float))
-    frame = pd.DataFrame({
-        **_common_columns(qids, seed, budget, reader, packer=packer),
-        "em": (f1 > 0.7).astype(float), "f1": f1, "answer_in_context": aic, "answer_in_context_graded": aic,
-        "gold_doc_coverage": recall * (0.5 + 0.5 * (v < budget / 160)), "all_gold_in_reader": aic,
-        "gold_token_density": 0.3 * aic + 0.1, "recall_at_k": recall, "all_gold_at_k": (recall == 1.0).astype(float),
-        "context_tokens": budget - (v * 10).round(), "prompt_tokens": budget + 40,
-    })
+    frame = pd.DataFrame(
+        {
+            **_common_columns(qids, seed, budget, reader, packer=packer),
+            "em": (f1 > 0.7).astype(float),
+            "f1": f1,
+            "answer_in_context": aic,
+            "answer_in_context_graded": aic,
+            "gold_doc_coverage": recall * (0.5 + 0.5 * (v < budget / 160)),
+            "all_gold_in_reader": aic,
+            "gold_token_density": 0.3 * aic + 0.1,
+            "recall_at_k": recall,
+            "all_gold_at_k": (recall == 1.0).astype(float),
+            "context_tokens": budget - (v * 10).round(),
+            "prompt_tokens": budget + 40,
+        }
+    )
     return frame
 
 
@@ -61,12 +87,19 @@ def diversity_rows(n_questions: int, diversifier: str, lam: float | None, rho: f
     qids = [f"q{i:03d}" for i in range(n_questions)]
     base = np.random.default_rng(seed).uniform(0.3, 0.9, size=n_questions)
     offset = diversity_offset(diversifier, lam, rho)
-    frame = pd.DataFrame({
-        **_common_columns(qids, seed, 128, "tiny-135m", diversifier=diversifier,
-                          perturb="none" if rho == 0 else "inject"),
-        "s_recall": base + offset, "pool_redundancy": 0.05 + 0.8 * rho,
-        "f1": base, "em": 0.0, "recall_at_k": 1.0, "all_gold_at_k": 1.0,
-    })
+    frame = pd.DataFrame(
+        {
+            **_common_columns(
+                qids, seed, 128, "tiny-135m", diversifier=diversifier, perturb="none" if rho == 0 else "inject"
+            ),
+            "s_recall": base + offset,
+            "pool_redundancy": 0.05 + 0.8 * rho,
+            "f1": base,
+            "em": 0.0,
+            "recall_at_k": 1.0,
+            "all_gold_at_k": 1.0,
+        }
+    )
     if rho > 0:
         frame["cfg.perturb.rho"] = rho
     if diversifier == "mmr":
@@ -100,8 +133,13 @@ def write_sweep(root: Path, frames: list[pd.DataFrame], failed: int = 0) -> Path
 
 
 def packing_sweep(root: Path, n_questions: int = 30) -> Path:
-    frames = [packing_rows(n_questions, packer, budget, seed, reader)
-              for packer in ("packed", "submod") for budget in (64, 128) for seed in (42, 13) for reader in READERS]
+    frames = [
+        packing_rows(n_questions, packer, budget, seed, reader)
+        for packer in ("packed", "submod")
+        for budget in (64, 128)
+        for seed in (42, 13)
+        for reader in READERS
+    ]
     return write_sweep(root, frames, failed=1)
 
 
@@ -132,8 +170,17 @@ def test_packing_sweep_report(tmp_path, caplog):
         assert main([str(sweep), *FAST]) == 0
     assert any("error.txt" in message for message in caplog.messages)  # the failed job is named, then skipped
     out = sweep / "report"
-    for name in ("runs", "policy_table", "diagnostic_validity", "score_by_answer_in_context", "incremental_validity",
-                 "retrieval_perfect", "contrasts", "contrast_decomposition", "oracle_headroom"):
+    for name in (
+        "runs",
+        "policy_table",
+        "diagnostic_validity",
+        "score_by_answer_in_context",
+        "incremental_validity",
+        "retrieval_perfect",
+        "contrasts",
+        "contrast_decomposition",
+        "oracle_headroom",
+    ):
         assert (out / f"{name}.csv").is_file(), name
     for name in ("budget_curves.png", "reader_ladder.png"):
         assert_png(out / name)
@@ -162,8 +209,15 @@ def test_packing_sweep_report(tmp_path, caplog):
     assert np.allclose(oracle["headroom"], 0.0)  # submod dominates on every question: no headroom
 
     markdown = (out / "report.md").read_text()
-    for title in ("Policies by budget", "Diagnostic validity", "Incremental validity", "Retrieval-perfect subset",
-                  "Paired contrasts", "Oracle headroom", "budget_curves.png"):
+    for title in (
+        "Policies by budget",
+        "Diagnostic validity",
+        "Incremental validity",
+        "Retrieval-perfect subset",
+        "Paired contrasts",
+        "Oracle headroom",
+        "budget_curves.png",
+    ):
         assert title in markdown
 
 
@@ -191,8 +245,13 @@ def test_diversity_sweep_report(tmp_path):
     sweep = diversity_sweep(tmp_path / "div")
     assert main([str(sweep), *FAST, "--seed", "5"]) == 0
     out = sweep / "report"
-    for name in ("diversity_operating_points", "diversity_s_recall", "diversity_oracles", "diversity_robustness",
-                 "diversity_contrasts"):
+    for name in (
+        "diversity_operating_points",
+        "diversity_s_recall",
+        "diversity_oracles",
+        "diversity_robustness",
+        "diversity_contrasts",
+    ):
         assert (out / f"{name}.csv").is_file(), name
     plots = list(out.glob("diversity_*.png"))
     assert len(plots) == 1
@@ -271,11 +330,15 @@ def test_every_table_states_the_mmr_lambda(tmp_path):
     sweep = diversity_sweep(tmp_path / "div", n_questions=10)
     assert main([str(sweep), *FAST, "--no-plots"]) == 0
     markdown = (sweep / "report" / "report.md").read_text()
-    line = "MMR λ: diversifier=mmr λ = 0.3, 0.7; rule's inner MMR λ = 0.3, 0.7 (harness default 0.7: 1 = relevance only)."
+    line = (
+        "MMR λ: diversifier=mmr λ = 0.3, 0.7; rule's inner MMR λ = 0.3, 0.7 (harness default 0.7: 1 = relevance only)."
+    )
     tables = markdown.count("\n## ")
     assert tables >= 5 and markdown.count(line) == tables
 
     packed = packing_rows(5, "packed", 128, 42, "tiny-135m")
     assert mmr_footnote(packed) == ""  # no MMR stage, nothing to state
     mmr = packing_rows(5, "mmr", 128, 42, "tiny-135m").assign(**{"cfg.packer.relevance_weight": 0.7})
-    assert mmr_footnote(pd.concat([packed, mmr])) == "MMR λ: packer=mmr λ = 0.7 (harness default 0.7: 1 = relevance only)."
+    assert (
+        mmr_footnote(pd.concat([packed, mmr])) == "MMR λ: packer=mmr λ = 0.7 (harness default 0.7: 1 = relevance only)."
+    )

@@ -14,17 +14,20 @@ def test_cells():
     assert fmt_p(0.0001) == "1.0e-04" and fmt_p(0.04) == "0.040"
 
 
-@pytest.mark.parametrize("cells, numeric", [
-    (["0.500 [0.250, 0.750]", "-0.125", "–"], True),
-    (["12", "1.0e-04", ".5"], True),
-    (["3 / 4 / 10", "0 / 0 / 2"], True),
-    (["packed", "0.5"], False),
-    (["yes", ""], False),
-    (["-packed"], False),
-    (["2026-11-29"], False),
-    (['[10.0, 4.0]'], False),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "cells, numeric",
+    [
+        (["0.500 [0.250, 0.750]", "-0.125", "–"], True),
+        (["12", "1.0e-04", ".5"], True),
+        (["3 / 4 / 10", "0 / 0 / 2"], True),
+        (["packed", "0.5"], False),
+        (["yes", ""], False),
+        (["-packed"], False),
+        (["2026-11-29"], False),
+        (["[10.0, 4.0]"], False),
+        ([], False),
+    ],
+)
 def test_numeric_columns_are_the_ones_whose_every_cell_is_a_number(cells, numeric):
     assert is_numeric_column(pd.Series(cells, dtype=object)) is numeric
 

@@ -20,13 +20,27 @@ def write_run(directory, frame):
 
 
 def rows(diversifier="knn", lam=None, reader="r1", seed=1, budget=64, cache="/a", questions=("q0", "q1")):
-    frame = pd.DataFrame({
-        "question_id": list(questions), "dataset": "d", "tree": "none", "diversifier": diversifier,
-        "packer": "packed", "retriever": "minilm", "perturb": "none", "reader": reader, "k": 5,
-        "budget": budget, "seed": seed, "f1": [0.5, 1.0][: len(questions)],
-        "cfg.seed": seed, "cfg.diversifier.name": diversifier, "cfg.reader.pretrained": f"/models/{reader}",
-        "cfg.paths.cache_dir": cache, "cfg.dataset.sample_size": None,
-    })
+    frame = pd.DataFrame(
+        {
+            "question_id": list(questions),
+            "dataset": "d",
+            "tree": "none",
+            "diversifier": diversifier,
+            "packer": "packed",
+            "retriever": "minilm",
+            "perturb": "none",
+            "reader": reader,
+            "k": 5,
+            "budget": budget,
+            "seed": seed,
+            "f1": [0.5, 1.0][: len(questions)],
+            "cfg.seed": seed,
+            "cfg.diversifier.name": diversifier,
+            "cfg.reader.pretrained": f"/models/{reader}",
+            "cfg.paths.cache_dir": cache,
+            "cfg.dataset.sample_size": None,
+        }
+    )
     if lam is not None:
         frame["cfg.diversifier.lambda_"] = lam
     return frame
@@ -67,10 +81,15 @@ def test_load_runs_types_and_summary(tmp_path, caplog):
 
 
 def test_policy_columns_are_components_and_free_hyperparameters():
-    frame = pd.concat([
-        rows("knn", reader="r1", cache="/a"), rows("knn", reader="r2", cache="/b"),
-        rows("mmr", 0.3, reader="r1"), rows("mmr", 0.7, reader="r1", seed=2),
-    ], ignore_index=True)
+    frame = pd.concat(
+        [
+            rows("knn", reader="r1", cache="/a"),
+            rows("knn", reader="r2", cache="/b"),
+            rows("mmr", 0.3, reader="r1"),
+            rows("mmr", 0.7, reader="r1", seed=2),
+        ],
+        ignore_index=True,
+    )
     frame["qkey"] = frame["question_id"]
     # lambda_ varies within mmr; the pretrained path only follows the reader; cache_dir is a runtime key
     assert hyperparameter_columns(frame, ["diversifier", "reader"]) == ["cfg.diversifier.lambda_"]
@@ -80,8 +99,11 @@ def test_policy_columns_are_components_and_free_hyperparameters():
     assert layout.conditions == ("reader",) and layout.context == ("diversifier", "cfg.diversifier.lambda_")
     assert layout.settings == ("budget",)
     assert list(annotated["policy"].cat.categories) == [
-        "diversifier=knn, reader=r1", "diversifier=knn, reader=r2",
-        "diversifier=mmr, diversifier.lambda_=0.3, reader=r1", "diversifier=mmr, diversifier.lambda_=0.7, reader=r1"]
+        "diversifier=knn, reader=r1",
+        "diversifier=knn, reader=r2",
+        "diversifier=mmr, diversifier.lambda_=0.3, reader=r1",
+        "diversifier=mmr, diversifier.lambda_=0.7, reader=r1",
+    ]
     components = policy_components(annotated, layout)
     assert components.loc["diversifier=mmr, diversifier.lambda_=0.7, reader=r1", "cfg.diversifier.lambda_"] == 0.7
     assert np.isnan(components.iloc[0]["cfg.diversifier.lambda_"])

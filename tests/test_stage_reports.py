@@ -67,8 +67,14 @@ def test_a_value_that_is_not_a_scalar_or_container_names_its_stage_and_key():
 
 
 def test_the_journal_keeps_json_strings_and_flattens_containers():
-    row = normalise_row({"question_id": "q", "tree.sub_questions": '["a?", "b?"]', "pack.scores": [0.5, float("nan")],
-                         "pack.ratio": float("nan")})
+    row = normalise_row(
+        {
+            "question_id": "q",
+            "tree.sub_questions": '["a?", "b?"]',
+            "pack.scores": [0.5, float("nan")],
+            "pack.ratio": float("nan"),
+        }
+    )
     assert row["tree.sub_questions"] == '["a?", "b?"]'
     assert row["pack.scores"] == "[0.5, NaN]" and json.loads(row["pack.scores"])[0] == 0.5
     assert math.isnan(row["pack.ratio"])
@@ -112,8 +118,10 @@ def test_fit_to_budget_counts_the_snippets_it_drops_when_tokens_change_across_a_
     assert tokens.count("bread\njam") == 1 + 1 + 3
     assert tokens.count("bread\njam\ntea") == 1 + 1 + 3 + 1 + 3
     assert tokens.count("bread\njam\ntea\nbread") == 1 + 1 + 3 + 1 + 3 + 1 + 5
-    snippets = [Snippet(text=w, cand_id=f"c{i}", source_ids=(f"d{i}",), tokens=1, rank=i)
-                for i, w in enumerate(("bread", "jam", "tea", "bread"))]
+    snippets = [
+        Snippet(text=w, cand_id=f"c{i}", source_ids=(f"d{i}",), tokens=1, rank=i)
+        for i, w in enumerate(("bread", "jam", "tea", "bread"))
+    ]
     budget = packed_cost([s.tokens for s in snippets])  # 4 + 3 separators = 7: every packer accepts it
     assert budget == 7
 
@@ -155,15 +163,32 @@ def tiny_llmlingua2_model(tmp_path_factory) -> str:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=512, num_labels=2)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=512,
+        num_labels=2,
+    )
     BertForTokenClassification(config).save_pretrained(folder)
     return str(folder)
 
 
 FOCUSED_KEYS = {"query_terms", "covered_terms", "skipped_snippets", "packed_cost"}
-SUBMOD_KEYS = {"objective", "term_rel", "term_qry", "term_cov", "term_div", "greedy_objective",
-               "singleton_objective", "singleton_fallback", "selection_order", "packed_cost"}
+SUBMOD_KEYS = {
+    "objective",
+    "term_rel",
+    "term_qry",
+    "term_cov",
+    "term_div",
+    "greedy_objective",
+    "singleton_objective",
+    "singleton_fallback",
+    "selection_order",
+    "packed_cost",
+}
 CLAIM_KEYS = {"claims", "merged_snippets", "claim_edges", "question_entities"}
 PACK_KEYS = {
     "none": set(),
@@ -173,8 +198,16 @@ PACK_KEYS = {
     "submod": SUBMOD_KEYS,
     "ace_focused": FOCUSED_KEYS | CLAIM_KEYS,
     "ace_submod": SUBMOD_KEYS | CLAIM_KEYS,
-    "llmlingua": {"method", "model", "original_tokens", "target_tokens", "compressed", "truncated",
-                  "compressed_tokens", "compression_ratio"},
+    "llmlingua": {
+        "method",
+        "model",
+        "original_tokens",
+        "target_tokens",
+        "compressed",
+        "truncated",
+        "compressed_tokens",
+        "compression_ratio",
+    },
 }
 
 
@@ -204,7 +237,9 @@ def check_packer_facts(packer: str, row: pd.Series) -> None:
         assert row["pack.method"] == "llmlingua-2"
         assert row["pack.original_tokens"] > BUDGET and bool(row["pack.compressed"])  # the demo never fits 96
         assert row["pack.compressed_tokens"] == row["context_tokens"] <= BUDGET
-        assert row["pack.compression_ratio"] == pytest.approx(row["pack.original_tokens"] / row["pack.compressed_tokens"])
+        assert row["pack.compression_ratio"] == pytest.approx(
+            row["pack.original_tokens"] / row["pack.compressed_tokens"]
+        )
         assert row["pack.compression_ratio"] > 1.0
 
 
@@ -246,8 +281,17 @@ def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_pat
 @pytest.mark.slow  # a real encoder; the tree's LM is the fake chat LM
 @pytest.mark.parametrize("question_class", ["abstractive", "extractive"])
 def test_dtcrs_class_toc_and_sub_questions_reach_the_row(question_class, shared_cache, tmp_path):
-    cfg = compose_cfg([f"paths.cache_dir={shared_cache}", "tree=dtcrs", "tree.reducer=pca", "tree.reduction_dim=2",
-                       "tree.min_nodes=0", "packer=focused", f"budget={BUDGET}"])
+    cfg = compose_cfg(
+        [
+            f"paths.cache_dir={shared_cache}",
+            "tree=dtcrs",
+            "tree.reducer=pca",
+            "tree.reduction_dim=2",
+            "tree.min_nodes=0",
+            "packer=focused",
+            f"budget={BUDGET}",
+        ]
+    )
     cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM", "question_class": question_class})
     rows = run(cfg, tmp_path)
     fake = FakeChatLM()

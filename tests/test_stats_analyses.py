@@ -66,8 +66,9 @@ def test_incremental_validity_when_f1_is_answer_in_context():
     n = 300
     recall = rng.choice([0.0, 0.5, 1.0], size=n)
     aic = (rng.uniform(size=n) < 0.2 + 0.6 * recall).astype(float)
-    rows = pd.DataFrame({"question_id": [f"q{i % 100}" for i in range(n)], "recall_at_k": recall,
-                         "answer_in_context": aic, "f1": aic})
+    rows = pd.DataFrame(
+        {"question_id": [f"q{i % 100}" for i in range(n)], "recall_at_k": recall, "answer_in_context": aic, "f1": aic}
+    )
     result = incremental_validity(rows, n_resamples=300, seed=1)
     base_r2 = np.corrcoef(recall, aic)[0, 1] ** 2
     assert result["r2_base"] == pytest.approx(base_r2)
@@ -105,8 +106,9 @@ def test_paired_contrast_constant_shift_has_tight_interval():
     rng = np.random.default_rng(2)
     base = rng.uniform(size=(40, 2)).tolist()
     shifted = [[v + 0.1 for v in q] for q in base]
-    result = paired_contrast(policy_rows(shifted, seeds=(1, 2)), policy_rows(base, seeds=(1, 2)), "f1",
-                             n_resamples=500, seed=0)
+    result = paired_contrast(
+        policy_rows(shifted, seeds=(1, 2)), policy_rows(base, seeds=(1, 2)), "f1", n_resamples=500, seed=0
+    )
     assert result["mean_diff"] == pytest.approx(0.1)
     assert result["ci_low"] == pytest.approx(0.1) and result["ci_high"] == pytest.approx(0.1)
     assert result["p_value"] == pytest.approx(2 / 501)
@@ -194,8 +196,14 @@ def test_clustered_mean_ci_shares_draws_and_handles_one_cluster():
 
 def test_grouped_clustered_means_match_groupby_and_share_draws():
     rng = np.random.default_rng(8)
-    frame = pd.DataFrame({"q": np.repeat(np.arange(30), 4), "policy": np.tile(["a", "b"], 60),
-                          "budget": np.tile([64, 64, 96, 96], 30), "x": rng.normal(size=120)})
+    frame = pd.DataFrame(
+        {
+            "q": np.repeat(np.arange(30), 4),
+            "policy": np.tile(["a", "b"], 60),
+            "budget": np.tile([64, 64, 96, 96], 30),
+            "x": rng.normal(size=120),
+        }
+    )
     frame.loc[5, "x"] = np.nan
     table = grouped_clustered_mean_ci(frame, ["x"], "q", ["budget", "policy"], n_resamples=400, seed=2)
     expected = frame.groupby(["budget", "policy"])["x"].mean().to_numpy()

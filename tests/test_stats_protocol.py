@@ -22,8 +22,16 @@ def score_frame(entries, questions, seeds=(1, 2), base=None):
     for method, point, level, offset in entries:
         for q in questions:
             for s in seeds:
-                records.append({"method": method, "point": point, "level": level, "question": q, "seed": s,
-                                "value": base.get((q, s), 0.5) + offset})
+                records.append(
+                    {
+                        "method": method,
+                        "point": point,
+                        "level": level,
+                        "question": q,
+                        "seed": s,
+                        "value": base.get((q, s), 0.5) + offset,
+                    }
+                )
     return pd.DataFrame(records)
 
 
@@ -47,8 +55,11 @@ def test_tuned_point_is_the_validation_argmax_not_the_test_one():
     val, _ = split_questions(questions, 0.2, seed=0)
     # lambda 0.3 is better on validation queries, lambda 0.7 on test queries
     base = {(q, s): 0.5 for q in questions for s in (1, 2)}
-    frame = score_frame([("mmr", "lambda_=0.3", 0.0, 0.0), ("mmr", "lambda_=0.7", 0.0, 0.0),
-                         ("knn", "default", 0.0, -0.1)], questions, base=base)
+    frame = score_frame(
+        [("mmr", "lambda_=0.3", 0.0, 0.0), ("mmr", "lambda_=0.7", 0.0, 0.0), ("knn", "default", 0.0, -0.1)],
+        questions,
+        base=base,
+    )
     on_val = frame["question"].isin(val)
     frame.loc[on_val & (frame["point"] == "lambda_=0.3"), "value"] += 0.2
     frame.loc[~on_val & (frame["point"] == "lambda_=0.7"), "value"] += 0.3
@@ -62,8 +73,9 @@ def test_tuned_point_is_the_validation_argmax_not_the_test_one():
 
 def test_tuning_weighs_levels_equally_and_can_use_one_level():
     questions = ["a", "b", "c", "d", "e"]
-    frame = score_frame([("mmr", "x", 0.0, 0.30), ("mmr", "x", 0.4, 0.0),
-                         ("mmr", "y", 0.0, 0.10), ("mmr", "y", 0.4, 0.15)], questions)
+    frame = score_frame(
+        [("mmr", "x", 0.0, 0.30), ("mmr", "x", 0.4, 0.0), ("mmr", "y", 0.0, 0.10), ("mmr", "y", 0.4, 0.15)], questions
+    )
     pooled = tune_operating_points(frame, questions).set_index("point")
     assert pooled.loc["x", "val_score"] == pytest.approx(0.65) and pooled.loc["x", "chosen"]
     heavy = tune_operating_points(frame, questions, tune_level=0.4).set_index("point")
@@ -83,8 +95,9 @@ def test_minimax_regret_by_hand():
 
 
 def test_misspecification_downside_by_hand():
-    table = pd.DataFrame({0.0: [0.8, 0.7, 0.9], 0.2: [0.6, 0.65, 0.5], 0.4: [0.4, 0.6, 0.45]},
-                         index=["knn", "mmr", "dpp"])
+    table = pd.DataFrame(
+        {0.0: [0.8, 0.7, 0.9], 0.2: [0.6, 0.65, 0.5], 0.4: [0.4, 0.6, 0.45]}, index=["knn", "mmr", "dpp"]
+    )
     out = misspecification_downside(table, reference="knn").set_index("method")
     # mmr loses 0.1 on clean pools, wins elsewhere; dpp loses 0.1 at 0.2 and wins 0.05 at 0.4
     assert out.loc["mmr", "downside"] == pytest.approx(0.1) and out.loc["mmr", "worst_level"] == 0.0
@@ -95,12 +108,18 @@ def test_misspecification_downside_by_hand():
 
 
 def test_per_query_oracles_by_hand():
-    rows = pd.DataFrame([
-        # question, method, point, value
-        ("q0", "knn", "default", 0.5), ("q1", "knn", "default", 0.5),
-        ("q0", "mmr", "a", 0.6), ("q1", "mmr", "a", 0.2),
-        ("q0", "mmr", "b", 0.1), ("q1", "mmr", "b", 0.4),
-    ], columns=["question", "method", "point", "value"]).assign(level=0.0, seed=1)
+    rows = pd.DataFrame(
+        [
+            # question, method, point, value
+            ("q0", "knn", "default", 0.5),
+            ("q1", "knn", "default", 0.5),
+            ("q0", "mmr", "a", 0.6),
+            ("q1", "mmr", "a", 0.2),
+            ("q0", "mmr", "b", 0.1),
+            ("q1", "mmr", "b", 0.4),
+        ],
+        columns=["question", "method", "point", "value"],
+    ).assign(level=0.0, seed=1)
     oracles = per_query_oracles(rows, {"knn": "default", "mmr": "a"}).set_index("method")
     # mmr per query: max(0.6, 0.1) = 0.6, max(0.2, 0.4) = 0.4 -> mean 0.5, beats knn on q0 only
     assert oracles.loc["mmr", "oracle_mean"] == pytest.approx(0.5)
@@ -115,9 +134,17 @@ def test_level_contrasts_constant_effects_and_holm():
     questions = [f"q{i}" for i in range(12)]
     rng = np.random.default_rng(0)
     base = {(q, s, lv): rng.uniform() for q in questions for s in (1, 2) for lv in (0.0, 0.5)}
-    frame = score_frame([("knn", "default", 0.0, 0.0), ("knn", "default", 0.5, 0.0),
-                         ("mmr", "l", 0.0, -0.05), ("mmr", "l", 0.5, 0.1),
-                         ("dpp", "default", 0.0, 0.0), ("dpp", "default", 0.5, 0.02)], questions)
+    frame = score_frame(
+        [
+            ("knn", "default", 0.0, 0.0),
+            ("knn", "default", 0.5, 0.0),
+            ("mmr", "l", 0.0, -0.05),
+            ("mmr", "l", 0.5, 0.1),
+            ("dpp", "default", 0.0, 0.0),
+            ("dpp", "default", 0.5, 0.02),
+        ],
+        questions,
+    )
     frame["value"] += [base[(q, s, lv)] for q, s, lv in zip(frame["question"], frame["seed"], frame["level"])]
     chosen = {"knn": "default", "mmr": "l", "dpp": "default"}
     out = level_contrasts(frame, chosen, n_resamples=199, seed=0)
@@ -126,7 +153,9 @@ def test_level_contrasts_constant_effects_and_holm():
     assert per_level.loc[0.0, "mean_diff"] == pytest.approx(-0.05)
     assert per_level.loc[0.5, "mean_diff"] == pytest.approx(0.1)
     assert mmr.loc["interaction", "mean_diff"] == pytest.approx(0.15)
-    assert mmr.loc["interaction", "ci_low"] == pytest.approx(0.15) and mmr.loc["interaction", "ci_high"] == pytest.approx(0.15)
+    assert mmr.loc["interaction", "ci_low"] == pytest.approx(0.15) and mmr.loc[
+        "interaction", "ci_high"
+    ] == pytest.approx(0.15)
     assert mmr.loc["interaction", "p_value"] == pytest.approx(2 / 200)
     assert (out["n"] == 12).all()
     levels = out[out["kind"] == "level"]
@@ -137,17 +166,24 @@ def test_level_contrasts_constant_effects_and_holm():
 
 
 def test_operating_point_labels():
-    rows = pd.DataFrame({"div": ["knn", "mmr", "mmr", "rule", "rule"],
-                         "cfg.diversifier.lambda_": [np.nan, 0.3, 0.7, np.nan, np.nan],
-                         "cfg.diversifier.inner.lambda_": [np.nan, np.nan, np.nan, 0.5, 1.0]})
+    rows = pd.DataFrame(
+        {
+            "div": ["knn", "mmr", "mmr", "rule", "rule"],
+            "cfg.diversifier.lambda_": [np.nan, 0.3, 0.7, np.nan, np.nan],
+            "cfg.diversifier.inner.lambda_": [np.nan, np.nan, np.nan, 0.5, 1.0],
+        }
+    )
     labels = operating_points(rows, "div", ["cfg.diversifier.lambda_", "cfg.diversifier.inner.lambda_"])
     assert labels.tolist() == ["default", "lambda_=0.3", "lambda_=0.7", "inner.lambda_=0.5", "inner.lambda_=1"]
 
 
 def test_diversity_study_reports_on_test_queries_only():
     questions = [f"q{i:02d}" for i in range(25)]
-    entries = [(m, p, lv, off) for lv in (0.0, 0.3) for m, p, off in
-               (("knn", "default", -0.3 * lv), ("mmr", "a", -0.02), ("mmr", "b", -0.05 - 0.1 * lv))]
+    entries = [
+        (m, p, lv, off)
+        for lv in (0.0, 0.3)
+        for m, p, off in (("knn", "default", -0.3 * lv), ("mmr", "a", -0.02), ("mmr", "b", -0.05 - 0.1 * lv))
+    ]
     frame = score_frame(entries, questions)
     frame["pool_redundancy"] = frame["level"] * 2
     study = diversity_study(frame, val_fraction=0.2, n_resamples=99, seed=1, redundancy_column="pool_redundancy")

@@ -23,9 +23,18 @@ def test_sweep_with_a_failed_job_exits_non_zero_and_lists_it(tmp_path):
     bad.write_text('[{"_id": "x", "question": ')  # truncated JSON
     sweep = tmp_path / "sweep"
     # The bad job comes first: the good one must still run after it.
-    rc, out = run(freeze(tmp_path / "code"), ["-m", "read=false", "logger=none", "dataset.sample_size=3",
-                                               f"dataset.path={bad},{DEMO}", f"hydra.sweep.dir={sweep}"],
-                  tmp_path / "cache")
+    rc, out = run(
+        freeze(tmp_path / "code"),
+        [
+            "-m",
+            "read=false",
+            "logger=none",
+            "dataset.sample_size=3",
+            f"dataset.path={bad},{DEMO}",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        tmp_path / "cache",
+    )
     assert rc == 1, out[-3000:]
     assert (sweep / "0" / "error.txt").exists() and not (sweep / "0" / "summary.json").exists()
     assert (sweep / "1" / "summary.json").exists() and not (sweep / "1" / "error.txt").exists()
@@ -41,8 +50,11 @@ def selection_sweep(tmp_path_factory) -> pd.DataFrame:
     """Real read=false rows: two diversifiers on four demo questions."""
     root = tmp_path_factory.mktemp("selection")
     sweep = root / "sweep"
-    rc, out = run(freeze(root / "code"), ["-m", "read=false", "logger=none", "dataset.sample_size=4",
-                                           "diversifier=knn,mmr", f"hydra.sweep.dir={sweep}"], root / "cache")
+    rc, out = run(
+        freeze(root / "code"),
+        ["-m", "read=false", "logger=none", "dataset.sample_size=4", "diversifier=knn,mmr", f"hydra.sweep.dir={sweep}"],
+        root / "cache",
+    )
     assert rc == 0, out[-3000:]
     return sweep
 

@@ -15,12 +15,21 @@ from harness.text.sentences import split_sentences
         # Closing quotes and brackets stay with their sentence; opening ones start the next.
         ('He said "go." (Then he left.) "Why?" she asked.', ('He said "go."', "(Then he left.)", '"Why?" she asked.')),
         # Abbreviations and initials do not end a sentence.
-        ("Dr. Lee met J. R. R. Tolkien in St. Ives. They talked.", ("Dr. Lee met J. R. R. Tolkien in St. Ives.", "They talked.")),
-        ("G.K. Chesterton wrote it, e.g. The Blue Cross. It sold.", ("G.K. Chesterton wrote it, e.g. The Blue Cross.", "It sold.")),
+        (
+            "Dr. Lee met J. R. R. Tolkien in St. Ives. They talked.",
+            ("Dr. Lee met J. R. R. Tolkien in St. Ives.", "They talked."),
+        ),
+        (
+            "G.K. Chesterton wrote it, e.g. The Blue Cross. It sold.",
+            ("G.K. Chesterton wrote it, e.g. The Blue Cross.", "It sold."),
+        ),
         ("Li Kuang (d. 1599) ruled. He fell.", ("Li Kuang (d. 1599) ruled.", "He fell.")),
         ("He served in World War I. He returned.", ("He served in World War I.", "He returned.")),
         # No boundary without whitespace, or before a lower-case word, or inside a decimal.
-        ("Governor-General.The parliament has 2.5 seats. and more", ("Governor-General.The parliament has 2.5 seats. and more",)),
+        (
+            "Governor-General.The parliament has 2.5 seats. and more",
+            ("Governor-General.The parliament has 2.5 seats. and more",),
+        ),
         ("  Leading and trailing space.   Next.  ", ("Leading and trailing space.", "Next.")),
         ("", ()),
         ("   ", ()),

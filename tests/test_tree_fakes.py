@@ -28,14 +28,22 @@ class FakeChatLM:
 
     identity = "fake-chat-lm"
 
-    def __init__(self, question_class: str = "abstractive", subquestions: list[str] | None = None,
-                 toc: str = "1. Cats\n2. Markets\n3. Rockets") -> None:
+    def __init__(
+        self,
+        question_class: str = "abstractive",
+        subquestions: list[str] | None = None,
+        toc: str = "1. Cats\n2. Markets\n3. Rockets",
+    ) -> None:
         self.question_class = question_class
-        self.subquestions = subquestions if subquestions is not None else [
-            "What do cats do with their whiskers and fur?",
-            "How do stock markets pay a dividend to an investor?",
-            "How does a rocket engine produce thrust for launch?",
-        ]
+        self.subquestions = (
+            subquestions
+            if subquestions is not None
+            else [
+                "What do cats do with their whiskers and fur?",
+                "How do stock markets pay a dividend to an investor?",
+                "How does a rocket engine produce thrust for launch?",
+            ]
+        )
         self.toc = toc
         self.prompts: list[str] = []
         self.calls = 0
@@ -66,8 +74,9 @@ class BagOfWordsEncoder:
     identity = "bag-of-words-256"
 
     def __init__(self, dim: int = 256) -> None:
-        self.vectorizer = HashingVectorizer(n_features=dim, alternate_sign=False, norm=None,
-                                            token_pattern=r"(?u)\b\w+\b")
+        self.vectorizer = HashingVectorizer(
+            n_features=dim, alternate_sign=False, norm=None, token_pattern=r"(?u)\b\w+\b"
+        )
         self.calls = 0
 
     def encode(self, texts):
@@ -95,7 +104,9 @@ class WordTokens:
         return " ".join(text.split()[: max(0, max_tokens)])
 
 
-def topic_documents(per_topic: int = 6, seed: int = 0, words: int = 30, doc_prefix: str = "doc") -> tuple[Document, ...]:
+def topic_documents(
+    per_topic: int = 6, seed: int = 0, words: int = 30, doc_prefix: str = "doc"
+) -> tuple[Document, ...]:
     """Chunks of a 'document' whose parts are about three topics, in blocks of ``per_topic``."""
     rng = np.random.default_rng(seed)
     docs = []
@@ -108,21 +119,43 @@ def topic_documents(per_topic: int = 6, seed: int = 0, words: int = 30, doc_pref
     return tuple(docs)
 
 
-def make_long_pool(question: str = "How does a rocket engine produce thrust?", documents=None, qid: str = "q1",
-                   qtype: str = "abstractive", encoder=None, gold=(), keep=None) -> Pool:
+def make_long_pool(
+    question: str = "How does a rocket engine produce thrust?",
+    documents=None,
+    qid: str = "q1",
+    qtype: str = "abstractive",
+    encoder=None,
+    gold=(),
+    keep=None,
+) -> Pool:
     """A question over ``documents`` (default: topic_documents()) and its dense pool, ranked by cosine."""
     documents = documents if documents is not None else topic_documents()
     encoder = encoder or BagOfWordsEncoder()
-    example = Example(question_id=qid, question=question, answers=("thrust",), gold_doc_ids=tuple(gold),
-                      documents=documents, hops=len(gold), qtype=qtype)
+    example = Example(
+        question_id=qid,
+        question=question,
+        answers=("thrust",),
+        gold_doc_ids=tuple(gold),
+        documents=documents,
+        hops=len(gold),
+        qtype=qtype,
+    )
     query = encoder.encode_queries([question])[0]
     vectors = encoder.encode_documents([d.text for d in documents])
     scores = vectors @ query
     order = np.argsort(-scores, kind="stable")
     if keep is not None:
         order = order[:keep]
-    candidates = [Candidate(documents[i].doc_id, documents[i].text, (documents[i].doc_id,),
-                            sentences=documents[i].sentences, score=float(scores[i])) for i in order]
+    candidates = [
+        Candidate(
+            documents[i].doc_id,
+            documents[i].text,
+            (documents[i].doc_id,),
+            sentences=documents[i].sentences,
+            score=float(scores[i]),
+        )
+        for i in order
+    ]
     return Pool(example, candidates, vectors[order], query)
 
 

@@ -99,9 +99,12 @@ Q4: What results are reported on ACP?"""
 
 
 def test_parse_subquestions_cuts_labels_commentary_and_runaway_lines():
-    output = """Question: How are relations used?
+    output = (
+        """Question: How are relations used?
 How are relations used? They are used a lot.
-""" + "a seed that can be used to create " * 20
+"""
+        + "a seed that can be used to create " * 20
+    )
     subs = parse_subquestions(output, 5)
     assert subs[0] == "How are relations used?"
     assert len(subs) == 2 and len(subs[1].split()) == 40 and subs[1].startswith("a seed that can be used")

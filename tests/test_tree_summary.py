@@ -132,9 +132,13 @@ def test_collapsed_tree_retrieval_respects_the_token_cap():
     encoder = BagOfWordsEncoder()
     for budget in (10, 45, 100, 250):
         request = PackingRequest(
-            question=pool.example.question, pool=selected, snippets=snippets,
+            question=pool.example.question,
+            pool=selected,
+            snippets=snippets,
             snippet_embeddings=encoder.encode_documents([s.text for s in snippets]),
-            query_embedding=pool.query_embedding, budget=budget, tokens=tokens,
+            query_embedding=pool.query_embedding,
+            budget=budget,
+            tokens=tokens,
         )
         context = TopKTruncatePacker(truncate_last=False).pack(request)
         # The packer charges one token per separator between snippets.
@@ -279,15 +283,28 @@ def test_trees_build_with_the_real_offline_smollm2(tmp_path):
     from harness.lm.local import LocalChatLM
     from harness.read.offline_models import default_folder
 
-    lm = LocalChatLM(pretrained=str(default_folder("smollm2")), offline_model="smollm2", cache_dir=tmp_path,
-                     torch_threads=1, batch_size=4)
+    lm = LocalChatLM(
+        pretrained=str(default_folder("smollm2")),
+        offline_model="smollm2",
+        cache_dir=tmp_path,
+        torch_threads=1,
+        batch_size=4,
+    )
     pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
     raptor = RaptorTree(lm=lm, min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
     out, _ = raptor.expand(pool, services())
     summaries = [c for c in out.candidates if c.kind == "summary"]
     assert summaries and all(c.text.strip() for c in summaries)
-    dynamic = DynamicTree(lm=lm, classifier="rules", reducer="pca", reduction_dim=2, min_nodes=0,
-                          summary_max_tokens=40, toc_max_tokens=60, decompose_max_tokens=60)
+    dynamic = DynamicTree(
+        lm=lm,
+        classifier="rules",
+        reducer="pca",
+        reduction_dim=2,
+        min_nodes=0,
+        summary_max_tokens=40,
+        toc_max_tokens=60,
+        decompose_max_tokens=60,
+    )
     _, info = dynamic.expand(pool, services())
     assert info["question_class"] == "abstractive" and info["toc"]
     assert 1 <= len(info["sub_questions"]) <= 4 and info["nodes_per_layer"][0] == 9

@@ -90,7 +90,9 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
         doc_id = row[1].strip()
         if doc_id in judged:
             # A second judgement of the same pair would silently replace the first.
-            raise DatasetFormatError(path, f"document {doc_id!r} judged twice for this query", index, query_id, "corpus-id")
+            raise DatasetFormatError(
+                path, f"document {doc_id!r} judged twice for this query", index, query_id, "corpus-id"
+            )
         judged[doc_id] = score
     if not qrels:
         raise DatasetFormatError(path, "file holds no judgements")
@@ -103,7 +105,9 @@ def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[
     if not path.exists():
         raise DatasetNotFoundError(path, "BEIR folder not found")
     if not path.is_dir():
-        raise DatasetFormatError(path, "expected a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), got a file")
+        raise DatasetFormatError(
+            path, "expected a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), got a file"
+        )
     qrels_path = path / "qrels" / f"{split}.tsv"
     qrels = read_qrels(qrels_path)
     queries = read_queries(path / "queries.jsonl")

@@ -43,9 +43,7 @@ def skip_reason(record: dict[str, Any]) -> str | None:
     if has_evidence_text(record):
         return None
     bare = any(
-        isinstance(claim, dict) and claim.get("evidence")
-        for system in systems.values()
-        for claim in system["claims"]
+        isinstance(claim, dict) and claim.get("evidence") for system in systems.values() for claim in system["claims"]
     )
     return "whose evidence is bare URLs only" if bare else "without any evidence"
 

@@ -41,7 +41,11 @@ def parse_record(
     if setting not in SETTINGS:
         raise ValueError(f"unknown HotpotQA setting {setting!r}; expected one of {SETTINGS}")
     return supporting_facts_example(
-        record, ctx, dataset=dataset, split=split, fullwiki=setting == "fullwiki",
+        record,
+        ctx,
+        dataset=dataset,
+        split=split,
+        fullwiki=setting == "fullwiki",
         hint=" (a fullwiki file? load it with setting='fullwiki')",
         metadata={"setting": setting, "level": record.get("level", "")},
     )

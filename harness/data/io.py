@@ -75,9 +75,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         raise DatasetFormatError(path, "file holds no records")
     for index, record in enumerate(records):
         if not isinstance(record, dict):
-            raise DatasetFormatError(
-                path, f"expected a JSON object, got {type(record).__name__}", index=index
-            )
+            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", index=index)
     return records
 
 
@@ -145,12 +143,8 @@ def decode_list(path: Path, text: str, start: int) -> tuple[list[Any], int]:
             raise _list_error(path, reason, pos, text, len(records))
 
 
-def _list_error(
-    path: Path, reason: str, pos: int, text: str, index: int | None
-) -> DatasetFormatError:
-    return DatasetFormatError(
-        path, f"invalid or truncated JSON at {text_position(text, pos)}: {reason}", index=index
-    )
+def _list_error(path: Path, reason: str, pos: int, text: str, index: int | None) -> DatasetFormatError:
+    return DatasetFormatError(path, f"invalid or truncated JSON at {text_position(text, pos)}: {reason}", index=index)
 
 
 def text_position(text: str, pos: int) -> str:

@@ -28,12 +28,23 @@ from harness.types import Example
 
 LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
 _ID_FIELDS = {
-    "hotpotqa": hotpotqa.ID_FIELD, "demo": hotpotqa.ID_FIELD, "musique": musique.ID_FIELD, "2wiki": twowiki.ID_FIELD,
-    "expertqa": expertqa.ID_FIELD, "ragbench": ragbench.ID_FIELD, "dpr": dpr.ID_FIELD,
+    "hotpotqa": hotpotqa.ID_FIELD,
+    "demo": hotpotqa.ID_FIELD,
+    "musique": musique.ID_FIELD,
+    "2wiki": twowiki.ID_FIELD,
+    "expertqa": expertqa.ID_FIELD,
+    "ragbench": ragbench.ID_FIELD,
+    "dpr": dpr.ID_FIELD,
 }
 _DEFAULT_NAMES = {
-    "musique": "musique", "2wiki": "2wikimultihopqa", "demo": "demo", "squad": "covidqa",
-    "expertqa": "expertqa", "ragbench": "ragbench", "beir": "beir", "dpr": "nq_open",
+    "musique": "musique",
+    "2wiki": "2wikimultihopqa",
+    "demo": "demo",
+    "squad": "covidqa",
+    "expertqa": "expertqa",
+    "ragbench": "ragbench",
+    "beir": "beir",
+    "dpr": "nq_open",
 }
 # Layouts with rows skipped by design: record -> the reason it is skipped ("records ..."), or None.
 _SKIP_REASON: dict[str, Callable[[dict[str, Any]], str | None]] = {
@@ -122,9 +133,7 @@ def load_examples(
     if setting is not None and layout != "hotpotqa":
         raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
     parse = _parser(layout, setting or "distractor")
-    dataset = name or _DEFAULT_NAMES.get(layout) or (
-        "hotpotqa_fullwiki" if setting == "fullwiki" else "hotpotqa"
-    )
+    dataset = name or _DEFAULT_NAMES.get(layout) or ("hotpotqa_fullwiki" if setting == "fullwiki" else "hotpotqa")
     split = split or split_from_filename(path)
     id_field = _ID_FIELDS[layout]
 
@@ -164,8 +173,11 @@ def _parser(layout: str, setting: str) -> Callable[..., Example]:
     if layout in ("hotpotqa", "demo"):
         return partial(hotpotqa.parse_record, setting=setting if layout == "hotpotqa" else "distractor")
     parsers = {
-        "musique": musique.parse_record, "2wiki": twowiki.parse_record, "expertqa": expertqa.parse_record,
-        "ragbench": ragbench.parse_record, "dpr": dpr.parse_record,
+        "musique": musique.parse_record,
+        "2wiki": twowiki.parse_record,
+        "expertqa": expertqa.parse_record,
+        "ragbench": ragbench.parse_record,
+        "dpr": dpr.parse_record,
     }
     return parsers[layout]
 

@@ -64,8 +64,10 @@ def read_csv(path: Path, required: tuple[str, ...], unique: str | None = None) -
             cells += len(row.get(None) or ())
             short = next((key for key, value in row.items() if value is None), None)
             raise DatasetFormatError(
-                path, f"row has {cells} cells, the header {len(reader.fieldnames)} (truncated or misquoted?)",
-                index=index, field=short,
+                path,
+                f"row has {cells} cells, the header {len(reader.fieldnames)} (truncated or misquoted?)",
+                index=index,
+                field=short,
             )
     if unique is not None:
         checks = RecordChecks(path, unit="rows")
@@ -125,7 +127,9 @@ def load_narrativeqa(
         wanted = {row["document_id"] for _, row in qaps}
         for index, row in enumerate(rows):
             if row["document_id"] in wanted and not row["summary"].strip():
-                raise DatasetFormatError(path, "empty summary", index=index, record_id=row["document_id"], field="summary")
+                raise DatasetFormatError(
+                    path, "empty summary", index=index, record_id=row["document_id"], field="summary"
+                )
         texts = {row["document_id"]: [" ".join(row["summary"].split())] for row in rows}
         kinds: dict[str, str] = {}
     else:
@@ -140,7 +144,9 @@ def load_narrativeqa(
                 raise DatasetNotFoundError(story, f"story {doc_id!r} not found; run the official download script")
             row = meta.get(doc_id)
             if row is None:
-                raise DatasetFormatError(documents_path, f"no row for document {doc_id!r} named in qaps.csv", field="document_id")
+                raise DatasetFormatError(
+                    documents_path, f"no row for document {doc_id!r} named in qaps.csv", field="document_id"
+                )
             raw = story.read_text(encoding="utf-8", errors="replace")
             texts[doc_id] = story_paragraphs(raw, row["story_start"], row["story_end"])
 
@@ -155,13 +161,23 @@ def load_narrativeqa(
         if not answers:
             raise DatasetFormatError(qaps_path, "no reference answer", index=index, record_id=doc_id, field="answer1")
         if doc_id not in texts:
-            raise DatasetFormatError(qaps_path, f"document {doc_id!r} has no {context[:-1]}", index=index,
-                                     record_id=doc_id, field="document_id")
+            raise DatasetFormatError(
+                qaps_path,
+                f"document {doc_id!r} has no {context[:-1]}",
+                index=index,
+                record_id=doc_id,
+                field="document_id",
+            )
         if doc_id not in chunked:
             chunked[doc_id] = chunker.documents(doc_id, texts[doc_id])
             if not chunked[doc_id]:
-                raise DatasetFormatError(qaps_path, f"document {doc_id!r}: empty {context[:-1]}", index=index,
-                                         record_id=doc_id, field="document_id")
+                raise DatasetFormatError(
+                    qaps_path,
+                    f"document {doc_id!r}: empty {context[:-1]}",
+                    index=index,
+                    record_id=doc_id,
+                    field="document_id",
+                )
         examples.append(
             Example(
                 question_id=f"{doc_id}::q{index}",

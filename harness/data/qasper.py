@@ -67,8 +67,10 @@ def read_json_objects(path: Path) -> list[dict[str, Any]]:
             ) from None
         except _DuplicateKey as exc:
             raise DatasetFormatError(
-                path, f"key {exc.key!r} repeats in one JSON object (the later value would replace the earlier)",
-                index=len(values), field=exc.key,
+                path,
+                f"key {exc.key!r} repeats in one JSON object (the later value would replace the earlier)",
+                index=len(values),
+                field=exc.key,
             ) from None
         values.append(value)
     if not values:

@@ -34,6 +34,8 @@ from harness.text.html import html_paragraphs
 from harness.types import Document, Example
 
 LETTERS = "ABCDEFGHIJ"
+
+
 def format_question(question: str, options: list[str]) -> str:
     lines = [question.strip()] + [f"({LETTERS[i]}) {opt.strip()}" for i, opt in enumerate(options)]
     return "\n".join(lines)
@@ -57,14 +59,16 @@ def _release_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         if not isinstance(q.get("question"), str):
             raise fail(f"question {i}: missing or not a string", f"questions[{i}].question")
         gold = q.get("gold_label")
-        out.append({
-            "id": str(q.get("question_unique_id") or f"{record.get('set_unique_id', '')}_{i}"),
-            "field": f"questions[{i}]",
-            "question": q["question"],
-            "options": options,
-            "gold": gold,
-            "hard": bool(q.get("difficult", 0)),
-        })
+        out.append(
+            {
+                "id": str(q.get("question_unique_id") or f"{record.get('set_unique_id', '')}_{i}"),
+                "field": f"questions[{i}]",
+                "question": q["question"],
+                "options": options,
+                "gold": gold,
+                "hard": bool(q.get("difficult", 0)),
+            }
+        )
     return out
 
 
@@ -93,11 +97,22 @@ def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
         gold = record.get(f"question{n}_gold_label")
         timed = record.get(f"question{n}_annotator_speed_answers") or []
         untimed = record.get(f"question{n}_annotator_answers") or []
-        hard = bool(timed) and gold is not None and _majority([a != gold for a in timed]) and (
-            not untimed or _majority([a == gold for a in untimed])
+        hard = (
+            bool(timed)
+            and gold is not None
+            and _majority([a != gold for a in timed])
+            and (not untimed or _majority([a == gold for a in untimed]))
         )
-        out.append({"id": f"{base}_q{n}", "field": f"question{n}", "question": record[f"question{n}"], "options": options,
-                    "gold": gold, "hard": hard})
+        out.append(
+            {
+                "id": f"{base}_q{n}",
+                "field": f"question{n}",
+                "question": record[f"question{n}"],
+                "options": options,
+                "gold": gold,
+                "hard": hard,
+            }
+        )
     return out
 
 
@@ -124,7 +139,9 @@ def load_quality(
     total = labelled = 0
     chunk_cache: dict[str, tuple[Document, ...]] = {}
     for index, record in enumerate(records):
-        record_id = str(record.get("set_unique_id") or record.get("unique_id") or record.get("article_id") or "") or None
+        record_id = (
+            str(record.get("set_unique_id") or record.get("unique_id") or record.get("article_id") or "") or None
+        )
 
         def fail(message: str, field: str, index: int = index, record_id: str | None = record_id) -> DatasetFormatError:
             return DatasetFormatError(path, message, index, record_id, field)
@@ -158,8 +175,9 @@ def load_quality(
                 raise fail(f"question {q['id']!r} is empty", "question")
             # A file may repeat a record verbatim (the shared example file does): the copy is a counted
             # skip; the same id with different content is an error.
-            if not checks.unique(q["id"], RecordContext(path, index, record_id), q["field"],
-                                 content={**q, "article": article}):
+            if not checks.unique(
+                q["id"], RecordContext(path, index, record_id), q["field"], content={**q, "article": article}
+            ):
                 continue
             labelled += 1
             if hard_only and not q["hard"]:
@@ -168,7 +186,9 @@ def load_quality(
             examples.append(
                 Example(
                     question_id=q["id"],
-                    question=format_question(q["question"], q["options"]) if options_in_question else q["question"].strip(),
+                    question=format_question(q["question"], q["options"])
+                    if options_in_question
+                    else q["question"].strip(),
                     answers=(q["options"][gold_index].strip(), LETTERS[gold_index]),
                     gold_doc_ids=(),
                     documents=documents,

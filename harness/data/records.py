@@ -89,7 +89,9 @@ def answers(answer: str, aliases: Iterable[Any], ctx: RecordContext, alias_field
     return tuple(out)
 
 
-def context_paragraphs(record: dict[str, Any], ctx: RecordContext, allow_empty: bool = False) -> list[tuple[str, tuple[str, ...]]]:
+def context_paragraphs(
+    record: dict[str, Any], ctx: RecordContext, allow_empty: bool = False
+) -> list[tuple[str, tuple[str, ...]]]:
     """The ``context`` field in HotpotQA form, ``[[title, [sentence, ...]], ...]``, as (title, sentences).
 
     Sentences are stripped (HotpotQA keeps each sentence's leading space) but none is dropped, so

@@ -12,7 +12,9 @@ T = TypeVar("T")
 
 def check_sample_size(sample_size: int | None) -> None:
     """ValueError unless ``sample_size`` is None or a positive integer (a bool is not a size)."""
-    if sample_size is not None and (isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1):
+    if sample_size is not None and (
+        isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1
+    ):
         raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
 
 

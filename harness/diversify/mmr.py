@@ -80,9 +80,7 @@ def mmr_greedy(
     return chosen, scores
 
 
-def mmr_select(
-    embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: float = DEFAULT_LAMBDA
-) -> np.ndarray:
+def mmr_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: float = DEFAULT_LAMBDA) -> np.ndarray:
     """Indices of min(k, m) items in MMR selection order."""
     lambda_ = check_lambda(lambda_, "mmr_select")
     k_eff = check_selection_inputs(embeddings, relevance, k)

@@ -192,9 +192,7 @@ def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: flo
 
 
 class RNGDiversifier(Diversifier):
-    def __init__(
-        self, name: str, k: int, gamma: float = 0.0, relevance: str = "cosine", logits: bool = True
-    ) -> None:
+    def __init__(self, name: str, k: int, gamma: float = 0.0, relevance: str = "cosine", logits: bool = True) -> None:
         super().__init__(name, k)
         if relevance not in RELEVANCE_SOURCES:
             raise ValueError(f"diversifier {name!r}: relevance must be one of {RELEVANCE_SOURCES}, got {relevance!r}")

@@ -38,9 +38,7 @@ def _check_h(h: Any, where: str) -> int:
 
 
 class RuleDiversifier(Diversifier):
-    def __init__(
-        self, name: str, k: int, inner: Diversifier | Mapping | None = None, h: int | None = None
-    ) -> None:
+    def __init__(self, name: str, k: int, inner: Diversifier | Mapping | None = None, h: int | None = None) -> None:
         super().__init__(name, k)
         if inner is None:
             inner = MMRDiversifier(name="mmr", k=self.k)

@@ -26,8 +26,7 @@ CACHE_FILE = "lm_responses.sqlite"
 class ChatLM(Protocol):
     """Anything with ``chat(prompts, max_new_tokens) -> responses`` (one response per prompt, in order)."""
 
-    def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]:
-        ...
+    def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]: ...
 
 
 class CachedChatLM(ABC):

@@ -87,8 +87,9 @@ class OpenAICompatClient:
     def client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                limits = httpx.Limits(max_connections=self.max_connections,
-                                      max_keepalive_connections=self.max_connections)
+                limits = httpx.Limits(
+                    max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+                )
                 self._client = httpx.Client(timeout=self.timeout_s, limits=limits)
             return self._client
 

@@ -120,7 +120,9 @@ def quality_accuracy(predictions: Sequence[str], examples: Sequence[Example]) ->
     for prediction, example in zip(predictions, examples):
         options, gold = example.metadata.get("options"), example.metadata.get("gold_index")
         if options is None or gold is None:
-            raise ValueError(f"question {example.question_id!r} has no options/gold_index (load it with harness.data.quality)")
+            raise ValueError(
+                f"question {example.question_id!r} has no options/gold_index (load it with harness.data.quality)"
+            )
         choice = map_to_option(prediction, options)
         unmapped += choice is None
         hit = float(choice == gold)

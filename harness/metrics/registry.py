@@ -92,22 +92,45 @@ F1 = register_metric("f1", heading="F1", higher_is_better=True, summary=True, wa
 EM = register_metric("em", heading="EM", higher_is_better=True, summary=True, wandb=True, policy_table=True)
 
 # ---- what reached the reader (harness.metrics.context) --------------------------------------------------
-ANSWER_IN_CONTEXT = register_metric("answer_in_context", heading="answer in ctx", higher_is_better=True,
-                                    summary=True, wandb=True, policy_table=True, diagnostic=True)
-ANSWER_IN_CONTEXT_GRADED = register_metric("answer_in_context_graded", heading="graded", higher_is_better=True,
-                                           summary=True, wandb=True, policy_table=True, diagnostic=True)
-GOLD_DOC_COVERAGE = register_metric("gold_doc_coverage", heading="gold cov.", higher_is_better=True,
-                                    summary=True, wandb=True, policy_table=True, diagnostic=True)
-ALL_GOLD_IN_READER = register_metric("all_gold_in_reader", heading="all gold", higher_is_better=True,
-                                     summary=True, policy_table=True, diagnostic=True)
-GOLD_TOKEN_DENSITY = register_metric("gold_token_density", heading="gold density", higher_is_better=True,
-                                     summary=True, diagnostic=True)
+ANSWER_IN_CONTEXT = register_metric(
+    "answer_in_context",
+    heading="answer in ctx",
+    higher_is_better=True,
+    summary=True,
+    wandb=True,
+    policy_table=True,
+    diagnostic=True,
+)
+ANSWER_IN_CONTEXT_GRADED = register_metric(
+    "answer_in_context_graded",
+    heading="graded",
+    higher_is_better=True,
+    summary=True,
+    wandb=True,
+    policy_table=True,
+    diagnostic=True,
+)
+GOLD_DOC_COVERAGE = register_metric(
+    "gold_doc_coverage",
+    heading="gold cov.",
+    higher_is_better=True,
+    summary=True,
+    wandb=True,
+    policy_table=True,
+    diagnostic=True,
+)
+ALL_GOLD_IN_READER = register_metric(
+    "all_gold_in_reader", heading="all gold", higher_is_better=True, summary=True, policy_table=True, diagnostic=True
+)
+GOLD_TOKEN_DENSITY = register_metric(
+    "gold_token_density", heading="gold density", higher_is_better=True, summary=True, diagnostic=True
+)
 
 # ---- retrieval (harness.metrics.retrieval) --------------------------------------------------------------
-RECALL_AT_K = register_metric("recall_at_k", heading="recall@k", higher_is_better=True, summary=True,
-                              diagnostic=True)
-ALL_GOLD_AT_K = register_metric("all_gold_at_k", heading="all gold@k", higher_is_better=True, summary=True,
-                                diagnostic=True)
+RECALL_AT_K = register_metric("recall_at_k", heading="recall@k", higher_is_better=True, summary=True, diagnostic=True)
+ALL_GOLD_AT_K = register_metric(
+    "all_gold_at_k", heading="all gold@k", higher_is_better=True, summary=True, diagnostic=True
+)
 
 # ---- the selection and its diversity (harness.metrics.diversity, harness.metrics.ranking) ---------------
 RECALL = register_metric("recall", higher_is_better=True, summary=True)
@@ -123,8 +146,9 @@ POOL_REDUNDANCY = register_metric("pool_redundancy", higher_is_better=False, sum
 RULE_TRIGGERED = register_metric("diversify.rule_triggered", higher_is_better=None, summary=True)
 
 # ---- reader tokens --------------------------------------------------------------------------------------
-CONTEXT_TOKENS = register_metric("context_tokens", heading="ctx tokens", higher_is_better=None, summary=True,
-                                 wandb=True, policy_table=True)
+CONTEXT_TOKENS = register_metric(
+    "context_tokens", heading="ctx tokens", higher_is_better=None, summary=True, wandb=True, policy_table=True
+)
 PROMPT_TOKENS = register_metric("prompt_tokens", higher_is_better=None, summary=True, wandb=True)
 
 # ---- dataset scorers (harness.metrics.longform, chosen by the dataset config's ``scorers``) -------------

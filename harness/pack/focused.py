@@ -68,8 +68,12 @@ class QueryFocusedPacker(Packer):
         if relevance is None:
             relevance = features.lexical
         if features.n == 0:
-            return [], {"query_terms": sorted(features.query_terms), "covered_terms": [], "skipped_snippets": 0,
-                        "packed_cost": 0}
+            return [], {
+                "query_terms": sorted(features.query_terms),
+                "covered_terms": [],
+                "skipped_snippets": 0,
+                "packed_cost": 0,
+            }
         chosen, skipped = focused_greedy(
             features.incidence,
             np.asarray(relevance, dtype=np.float64),

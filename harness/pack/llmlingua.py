@@ -213,8 +213,13 @@ class LLMLinguaPacker(Packer):
         extra["original_tokens"] = original_tokens
 
         if not contexts or request.budget <= 0:
-            extra.update(target_tokens=[], compressed=False, truncated=False, compressed_tokens=0,
-                         compression_ratio=ratio(original_tokens, 0))
+            extra.update(
+                target_tokens=[],
+                compressed=False,
+                truncated=False,
+                compressed_tokens=0,
+                compression_ratio=ratio(original_tokens, 0),
+            )
             return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
         if original_tokens <= request.budget:  # nothing to compress: the text already fits
             text, compressed = full_text, False
@@ -245,8 +250,12 @@ class LLMLinguaPacker(Packer):
             text = request.tokens.truncate(text, request.budget)
             count = request.tokens.count(text)
         # LLMLingua's convention: original over compressed tokens (2.0 = half as long; 1.0 = untouched).
-        extra.update(compressed=compressed, truncated=truncated, compressed_tokens=count,
-                     compression_ratio=ratio(original_tokens, count))
+        extra.update(
+            compressed=compressed,
+            truncated=truncated,
+            compressed_tokens=count,
+            compression_ratio=ratio(original_tokens, count),
+        )
         if not text:
             return Context(snippets=[], budget=request.budget, packer=self.name, extra=extra)
         snippet = Snippet(

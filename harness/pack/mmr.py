@@ -20,7 +20,9 @@ from harness.types import Context
 class MMRPacker(Packer):
     """MMR over snippet embeddings: relevance = cosine to the question, redundancy = max cosine to S."""
 
-    def __init__(self, name: str = "mmr", relevance_weight: float = DEFAULT_LAMBDA, max_snippets: int | None = None) -> None:
+    def __init__(
+        self, name: str = "mmr", relevance_weight: float = DEFAULT_LAMBDA, max_snippets: int | None = None
+    ) -> None:
         super().__init__(name)
         self.relevance_weight = check_lambda(relevance_weight, f"packer {name!r}", "relevance_weight (lambda)")
         self.max_snippets = check_max_snippets(name, max_snippets)
@@ -28,8 +30,9 @@ class MMRPacker(Packer):
     def pack(self, request: PackingRequest) -> Context:
         costs = request.costs
         if costs.size == 0:
-            return Context(snippets=[], budget=request.budget, packer=self.name,
-                           extra={"mmr_scores": [], "packed_cost": 0})
+            return Context(
+                snippets=[], budget=request.budget, packer=self.name, extra={"mmr_scores": [], "packed_cost": 0}
+            )
         embeddings = np.asarray(request.snippet_embeddings, dtype=np.float64)
         relevance = embeddings @ np.asarray(request.query_embedding, dtype=np.float64)
         limit = costs.size if self.max_snippets is None else min(costs.size, self.max_snippets)

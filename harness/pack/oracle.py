@@ -57,8 +57,10 @@ class OraclePacker(Packer):
         for i in reading:
             if not fits([costs[i]], request.budget):
                 continue
-            signature = (bool(answer_in_context(snippets[i].text, example.answers)),
-                         frozenset(snippets[i].source_ids) & gold)
+            signature = (
+                bool(answer_in_context(snippets[i].text, example.answers)),
+                frozenset(snippets[i].source_ids) & gold,
+            )
             if signature == (False, frozenset()):
                 continue
             if signature not in best or costs[i] < costs[best[signature]]:
@@ -67,8 +69,11 @@ class OraclePacker(Packer):
         largest = min(len(gold) + 1, len(keys))
         n_subsets = sum(math.comb(len(keys), r) for r in range(largest + 1))
         exact = n_subsets <= self.max_subsets
-        core = self._exact(keys, best, costs, request.budget, largest) if exact else \
-            self._greedy(keys, best, costs, request.budget)
+        core = (
+            self._exact(keys, best, costs, request.budget, largest)
+            if exact
+            else self._greedy(keys, best, costs, request.budget)
+        )
         chosen = list(core)
         if self.fill:
             for i in reading:
@@ -112,9 +117,13 @@ class OraclePacker(Packer):
             core.append(cheapest)
         covered = frozenset().union(*(k[1] for k in keys if best[k] in core)) if core else frozenset()
         while True:
-            options = [(len(k[1] - covered) / max(int(costs[best[k]]), 1), -int(costs[best[k]]), k) for k in keys
-                       if best[k] not in core and k[1] - covered
-                       and addable(costs[core], costs[best[k] : best[k] + 1], budget)[0]]
+            options = [
+                (len(k[1] - covered) / max(int(costs[best[k]]), 1), -int(costs[best[k]]), k)
+                for k in keys
+                if best[k] not in core
+                and k[1] - covered
+                and addable(costs[core], costs[best[k] : best[k] + 1], budget)[0]
+            ]
             if not options:
                 return core
             _, _, key = max(options, key=lambda o: (o[0], o[1]))

@@ -26,8 +26,9 @@ def word_windows(text: str, window_words: int, overlap: float) -> list[str]:
 
 
 class OverlappingChunks(Perturbation):
-    def __init__(self, name: str = "chunk_overlap", overlap: float = 0.5, window_words: int = 60,
-                 freeze_pool_size: bool = True) -> None:
+    def __init__(
+        self, name: str = "chunk_overlap", overlap: float = 0.5, window_words: int = 60, freeze_pool_size: bool = True
+    ) -> None:
         super().__init__(name)
         if not 0 <= overlap < 1:
             raise ValueError(f"perturb.overlap must be in [0, 1), got {overlap}")
@@ -43,8 +44,17 @@ class OverlappingChunks(Perturbation):
             windows = []
             for cand in pool.candidates:
                 for j, text in enumerate(word_windows(cand.text, self.window_words, self.overlap)):
-                    windows.append(Candidate(cand_id=f"{cand.cand_id}#w{j}", text=text, source_ids=cand.source_ids,
-                                             title=cand.title, sentences=(text,), score=cand.score, kind="chunk"))
+                    windows.append(
+                        Candidate(
+                            cand_id=f"{cand.cand_id}#w{j}",
+                            text=text,
+                            source_ids=cand.source_ids,
+                            title=cand.title,
+                            sentences=(text,),
+                            score=cand.score,
+                            kind="chunk",
+                        )
+                    )
             chunked.append(windows)
         view = embeds_title(encoder)
         vectors = encoder.encode_documents([candidate_text(c, view) for windows in chunked for c in windows])

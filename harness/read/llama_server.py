@@ -61,8 +61,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import xllamacpp as xlc
 
-    params = build_params(resolve_gguf(args.model), args.host, args.port, args.parallel, args.ctx_per_slot,
-                          args.threads, args.alias)
+    params = build_params(
+        resolve_gguf(args.model), args.host, args.port, args.parallel, args.ctx_per_slot, args.threads, args.alias
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -133,8 +133,14 @@ def load_reader(
     placement = default_device_map(quantization, device_map)
     if placement is not None:
         kwargs["device_map"] = placement
-    log.info("loading reader %s (%s, dtype=%s, quantization=%s, device_map=%s)",
-             path, model_class.__name__, dtype, quantization, placement)
+    log.info(
+        "loading reader %s (%s, dtype=%s, quantization=%s, device_map=%s)",
+        path,
+        model_class.__name__,
+        dtype,
+        quantization,
+        placement,
+    )
     model = model_class.from_pretrained(path, **kwargs)
     model.eval()
     tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code)

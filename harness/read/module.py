@@ -118,13 +118,13 @@ class ReaderModule(pl.LightningModule):
             output = output[:, encoded["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
 
-    def predict_step(self, batch: dict[str, list[str]], batch_idx: int = 0, dataloader_idx: int = 0) -> list[dict[str, Any]]:
+    def predict_step(
+        self, batch: dict[str, list[str]], batch_idx: int = 0, dataloader_idx: int = 0
+    ) -> list[dict[str, Any]]:
         if not batch["prompts"]:  # padding that gives every process of a multi-process read a batch
             return []
         texts = self.generate(batch["prompts"])
-        return [
-            {"prompt_key": k, "answer": extract_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)
-        ]
+        return [{"prompt_key": k, "answer": extract_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)]
 
 
 class ResponseCacheWriter(pl.Callback):
@@ -136,6 +136,4 @@ class ResponseCacheWriter(pl.Callback):
 
     def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         if self.store is not None and outputs:
-            self.store.put_texts(
-                {row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for row in outputs}
-            )
+            self.store.put_texts({row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for row in outputs})

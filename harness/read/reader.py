@@ -35,8 +35,12 @@ BACKENDS = ("transformers", "llama_cpp")
 TRAINER_KEYS = {"accelerator", "devices", "strategy", "precision", "num_nodes"}
 DEFAULT_TRAINER = {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
 # Lightning loggers that announce the hardware on every Trainer; one line per read call is noise.
-_CHATTY_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero",
-                   "pytorch_lightning.accelerators.cuda", "lightning.pytorch.accelerators.cuda")
+_CHATTY_LOGGERS = (
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning.pytorch.utilities.rank_zero",
+    "pytorch_lightning.accelerators.cuda",
+    "lightning.pytorch.accelerators.cuda",
+)
 
 
 @contextmanager
@@ -142,7 +146,9 @@ class Reader:
         trainer = dict(DEFAULT_TRAINER, **dict(trainer or {}))
         unknown = set(trainer) - TRAINER_KEYS
         if unknown:
-            raise ValueError(f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}")
+            raise ValueError(
+                f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}"
+            )
         _check_strategy(name, trainer)
         if backend == "llama_cpp":
             if gguf and offline_model is not None:
@@ -150,12 +156,16 @@ class Reader:
             if num_beams != 1:
                 raise ValueError(f"reader {name!r}: the llama_cpp backend decodes greedily; num_beams must be 1")
             if quantization is not None:
-                raise ValueError(f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting; "
-                                 "a llama_cpp reader reads the GGUF's own quantization")
+                raise ValueError(
+                    f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting; "
+                    "a llama_cpp reader reads the GGUF's own quantization"
+                )
             if str(trainer.get("devices", 1)) != "1":
                 # The server lives in this process and cannot be pickled into spawned ones.
-                raise ValueError(f"reader {name!r}: the llama_cpp backend runs in one process; "
-                                 "use reader.llama_cpp.n_parallel for parallel decoding, not reader.trainer.devices")
+                raise ValueError(
+                    f"reader {name!r}: the llama_cpp backend runs in one process; "
+                    "use reader.llama_cpp.n_parallel for parallel decoding, not reader.trainer.devices"
+                )
         llama_settings = LlamaCppSettings.from_mapping(llama_cpp)  # unknown keys fail here, for either backend
 
         self.name = name
@@ -292,8 +302,13 @@ class Reader:
             generator = LlamaCppGenerator(
                 self.gguf_file, self.tokenizer, self.max_new_tokens, self.llama_cpp, self.add_special_tokens
             )
-            self._module = ReaderModule(None, self.tokenizer, max_new_tokens=self.max_new_tokens,
-                                        add_special_tokens=self.add_special_tokens, backend=generator)
+            self._module = ReaderModule(
+                None,
+                self.tokenizer,
+                max_new_tokens=self.max_new_tokens,
+                add_special_tokens=self.add_special_tokens,
+                backend=generator,
+            )
         if self._module is None:
             from harness.read.module import ReaderModule
 
@@ -374,16 +389,21 @@ class Reader:
         multi_process = trainer.world_size > 1 or isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)
         if multi_process and self.cache is None:
             raise ValueError(f"reader {self.name!r}: multi-device prediction needs a response cache (set cache_dir)")
-        datamodule = PromptDataModule(prompts, keys, self.batch_size, lengths, self.sort_by_length,
-                                      replicas=trainer.world_size)
+        datamodule = PromptDataModule(
+            prompts, keys, self.batch_size, lengths, self.sort_by_length, replicas=trainer.world_size
+        )
         with _quiet_lightning():
             outputs = trainer.predict(module, datamodule=datamodule, return_predictions=not multi_process) or []
-        answers = {row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for batch in outputs for row in batch}
+        answers = {
+            row["prompt_key"]: {"answer": row["answer"], "raw": row["raw"]} for batch in outputs for row in batch
+        }
         lacking = [k for k in keys if k not in answers]
         if lacking:
             # Under a multi-process strategy each rank returns its own share; all ranks wrote the cache.
             answers.update(self.response_cache.lookup(lacking))
         lacking = [k for k in keys if k not in answers]
         if lacking:
-            raise RuntimeError(f"reader {self.name!r}: {len(lacking)} of {len(keys)} prompts came back without an answer")
+            raise RuntimeError(
+                f"reader {self.name!r}: {len(lacking)} of {len(keys)} prompts came back without an answer"
+            )
         return answers

@@ -84,8 +84,10 @@ class ServerReader:
         if offline_model is not None:
             offline_model_spec(offline_model)
         elif not tokenizer:
-            raise ValueError(f"reader {name!r}: needs `tokenizer` (hub id or local folder) or `offline_model` "
-                             "to count the budget in the served model's tokens")
+            raise ValueError(
+                f"reader {name!r}: needs `tokenizer` (hub id or local folder) or `offline_model` "
+                "to count the budget in the served model's tokens"
+            )
         if max_new_tokens < 1:
             raise ValueError(f"reader {name!r}: max_new_tokens must be >= 1, got {max_new_tokens}")
         if concurrency < 1:
@@ -96,8 +98,12 @@ class ServerReader:
         self.model = str(model)
         self.endpoint = endpoint
         # An explicit tokenizer wins; the packaged offline model is the fallback (the offline demo).
-        self.tokenizer_spec = ModelSpec(pretrained=tokenizer, offline_model=None if tokenizer else offline_model,
-                                        models_dir=models_dir, trust_remote_code=trust_remote_code)
+        self.tokenizer_spec = ModelSpec(
+            pretrained=tokenizer,
+            offline_model=None if tokenizer else offline_model,
+            models_dir=models_dir,
+            trust_remote_code=trust_remote_code,
+        )
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.seed = int(seed)
@@ -106,8 +112,9 @@ class ServerReader:
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
         self.prompt = as_template(prompt)
-        self.http = OpenAICompatClient(**{**CLIENT_DEFAULTS, **client}, name=f"reader {name!r}",
-                                       max_connections=self.concurrency)
+        self.http = OpenAICompatClient(
+            **{**CLIENT_DEFAULTS, **client}, name=f"reader {name!r}", max_connections=self.concurrency
+        )
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
         self.response_cache = ResponseCache(self.cache, decode=_cached_raw)
@@ -134,7 +141,12 @@ class ServerReader:
         """Everything besides the prompt that changes an answer: the served model and where, the endpoint
         and the decoding settings (the seed only matters, and only counts, when sampling)."""
         decode = "greedy" if self.temperature == 0 else f"temperature={self.temperature}|seed={self.seed}"
-        parts = [self.model_id, f"endpoint={self.endpoint}", f"decode={decode}", f"max_new_tokens={self.max_new_tokens}"]
+        parts = [
+            self.model_id,
+            f"endpoint={self.endpoint}",
+            f"decode={decode}",
+            f"max_new_tokens={self.max_new_tokens}",
+        ]
         if self.stop:
             parts.append(f"stop={stable_hash(self.stop)[:12]}")
         if self.extra_body:
@@ -185,8 +197,11 @@ class ServerReader:
         return stable_hash(self.reader_id, code_fingerprint("read"), prompt)
 
     def payload(self, prompt: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, self.max_tokens_field: self.max_new_tokens,
-                                "temperature": self.temperature}
+        body: dict[str, Any] = {
+            "model": self.model,
+            self.max_tokens_field: self.max_new_tokens,
+            "temperature": self.temperature,
+        }
         if self.endpoint == "chat":
             body["messages"] = self.messages_for(prompt)
         else:
@@ -235,8 +250,9 @@ class ServerReader:
                 abort.set()
                 raise
 
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)),
-                                  thread_name_prefix=f"reader-{self.name}")
+        pool = ThreadPoolExecutor(
+            max_workers=min(self.concurrency, len(prompts)), thread_name_prefix=f"reader-{self.name}"
+        )
         try:
             pending = {pool.submit(request, p): p for p in prompts}
             while pending:
@@ -275,12 +291,18 @@ class ServerReader:
         if isinstance(theirs, int) and theirs != ours:
             self.prompt_token_mismatches += 1
             if self.prompt_token_mismatches == 1:
-                log.warning("reader %r: the server read %d prompt tokens where %s counts %d; the budget is "
-                            "counted with the local tokenizer (set reader.tokenizer to the served model's)",
-                            self.name, theirs, self.token_counter.name, ours)
+                log.warning(
+                    "reader %r: the server read %d prompt tokens where %s counts %d; the budget is "
+                    "counted with the local tokenizer (set reader.tokenizer to the served model's)",
+                    self.name,
+                    theirs,
+                    self.token_counter.name,
+                    ours,
+                )
         self.generated += 1
-        self.response_cache.put({key: {"answer": _clean(raw), "raw": raw, "prompt_tokens": ours,
-                                       "server_prompt_tokens": theirs}})
+        self.response_cache.put(
+            {key: {"answer": _clean(raw), "raw": raw, "prompt_tokens": ours, "server_prompt_tokens": theirs}}
+        )
 
     def close(self) -> None:
         self.http.close()

@@ -76,26 +76,53 @@ def _fraction(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness.report", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.report",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="run or sweep directories (searched for rows.parquet)")
-    parser.add_argument("--out", metavar="DIR", type=Path,
-                        help="where to write the report (default: DIR/report for one directory, else "
-                             "report/ in the directories' common parent)")
-    parser.add_argument("--metric", default=F1,
-                        help="reader score for contrasts, oracle headroom, incremental validity (default: f1)")
-    parser.add_argument("--baseline", metavar="NAME",
-                        help="baseline policy of the paired contrasts: a component value (packed, knn, ...) or "
-                             "COLUMN=VALUE (default: packed, else knn, when present)")
-    parser.add_argument("--reference", default="knn", metavar="NAME",
-                        help="the diversity study's reference diversifier (default: knn)")
-    parser.add_argument("--resamples", type=_positive_int, default=10000, metavar="N",
-                        help="bootstrap resamples for intervals and contrasts (default: 10000)")
-    parser.add_argument("--study-resamples", type=_positive_int, default=1999, metavar="N",
-                        help="bootstrap resamples of the diversity study's contrasts (default: 1999)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help="where to write the report (default: DIR/report for one directory, else "
+        "report/ in the directories' common parent)",
+    )
+    parser.add_argument(
+        "--metric", default=F1, help="reader score for contrasts, oracle headroom, incremental validity (default: f1)"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="baseline policy of the paired contrasts: a component value (packed, knn, ...) or "
+        "COLUMN=VALUE (default: packed, else knn, when present)",
+    )
+    parser.add_argument(
+        "--reference", default="knn", metavar="NAME", help="the diversity study's reference diversifier (default: knn)"
+    )
+    parser.add_argument(
+        "--resamples",
+        type=_positive_int,
+        default=10000,
+        metavar="N",
+        help="bootstrap resamples for intervals and contrasts (default: 10000)",
+    )
+    parser.add_argument(
+        "--study-resamples",
+        type=_positive_int,
+        default=1999,
+        metavar="N",
+        help="bootstrap resamples of the diversity study's contrasts (default: 1999)",
+    )
     parser.add_argument("--confidence", type=_fraction, default=0.95, help="interval level (default: 0.95)")
-    parser.add_argument("--val-fraction", type=_fraction, default=0.2,
-                        help="share of questions used to tune the diversity study's operating points (default: 0.2)")
+    parser.add_argument(
+        "--val-fraction",
+        type=_fraction,
+        default=0.2,
+        help="share of questions used to tune the diversity study's operating points (default: 0.2)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling and of the split (default: 0)")
     parser.add_argument("--no-plots", action="store_true", help="write tables only")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
@@ -169,9 +196,11 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
     written += images
     preamble = [
         f"Inputs: {', '.join(f'`{d}`' for d in dirs)}.",
-        (f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
-         f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
-         f"{options.n_resamples} bootstrap resamples; seed {options.seed}."),
+        (
+            f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
+            f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
+            f"{options.n_resamples} bootstrap resamples; seed {options.seed}."
+        ),
     ]
     markdown = render_markdown(report.tables, "Evaluation report", preamble, [p.name for p in images])
     path = out_dir / "report.md"
@@ -183,9 +212,16 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    options = Options(metric=args.metric, baseline=args.baseline, n_resamples=args.resamples,
-                      study_resamples=args.study_resamples, confidence=args.confidence, seed=args.seed,
-                      val_fraction=args.val_fraction, reference=args.reference)
+    options = Options(
+        metric=args.metric,
+        baseline=args.baseline,
+        n_resamples=args.resamples,
+        study_resamples=args.study_resamples,
+        confidence=args.confidence,
+        seed=args.seed,
+        val_fraction=args.val_fraction,
+        reference=args.reference,
+    )
     try:
         rows, infos = load_runs(args.dirs)
         rows, layout = annotate(rows)

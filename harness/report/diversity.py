@@ -53,16 +53,18 @@ def _perturbation_families(rows: pd.DataFrame) -> list[tuple[str, str, pd.DataFr
 
 def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
     parameters = [c for c in layout.policy if c.startswith("cfg.diversifier.")]
-    scores = pd.DataFrame({
-        "method": rows["diversifier"].astype(str),
-        "point": operating_points(rows, "diversifier", parameters),
-        "level": rows["level"].astype(float),
-        "question": rows["qkey"],
-        "seed": rows["seed"] if "seed" in rows.columns else 0,
-        "value": rows[S_RECALL].astype(float),
-        "pool_redundancy": rows[POOL_REDUNDANCY] if POOL_REDUNDANCY in rows.columns else np.nan,
-        "rule_triggered": rows[RULE_TRIGGERED] if RULE_TRIGGERED in rows.columns else np.nan,
-    })
+    scores = pd.DataFrame(
+        {
+            "method": rows["diversifier"].astype(str),
+            "point": operating_points(rows, "diversifier", parameters),
+            "level": rows["level"].astype(float),
+            "question": rows["qkey"],
+            "seed": rows["seed"] if "seed" in rows.columns else 0,
+            "value": rows[S_RECALL].astype(float),
+            "pool_redundancy": rows[POOL_REDUNDANCY] if POOL_REDUNDANCY in rows.columns else np.nan,
+            "rule_triggered": rows[RULE_TRIGGERED] if RULE_TRIGGERED in rows.columns else np.nan,
+        }
+    )
     # Selection happens before packing and reading: rows that differ only in budget, packer or reader
     # repeat the same selection, so they collapse to one.
     keys = ["method", "point", "level", "question", "seed"]
@@ -70,11 +72,14 @@ def _study_scores(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
 
 
 def _selection_strata(layout: Layout) -> list[str]:
-    return [c for c in (*layout.settings, *layout.policy)
-            if c in SELECTION_COLUMNS or c.startswith(SELECTION_CFG_PREFIXES)]
+    return [
+        c for c in (*layout.settings, *layout.policy) if c in SELECTION_COLUMNS or c.startswith(SELECTION_CFG_PREFIXES)
+    ]
 
 
-def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tuple[list[ReportTable], list[StudyResult]]:
+def diversity_tables(
+    rows: pd.DataFrame, layout: Layout, options: Options
+) -> tuple[list[ReportTable], list[StudyResult]]:
     if not has_values(rows, S_RECALL) or "diversifier" not in rows.columns:
         return [], []
     if options.reference not in set(rows["diversifier"].astype(str)) or rows["diversifier"].nunique() < 2:
@@ -85,12 +90,22 @@ def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tu
             scores = _study_scores(family_rows, layout)
             if scores["question"].nunique() < 2 or scores["method"].nunique() < 2:
                 continue
-            label = ", ".join([*(f"{short_name(k)}={format_value(v)}" for k, v in keys.items()),
-                               *([f"perturb={family}"] if family != "none" else [])])
-            study = diversity_study(scores, reference=options.reference, val_fraction=options.val_fraction,
-                                    n_resamples=options.study_resamples, confidence=options.confidence,
-                                    seed=options.seed, redundancy_column="pool_redundancy",
-                                    trigger_column="rule_triggered")
+            label = ", ".join(
+                [
+                    *(f"{short_name(k)}={format_value(v)}" for k, v in keys.items()),
+                    *([f"perturb={family}"] if family != "none" else []),
+                ]
+            )
+            study = diversity_study(
+                scores,
+                reference=options.reference,
+                val_fraction=options.val_fraction,
+                n_resamples=options.study_resamples,
+                confidence=options.confidence,
+                seed=options.seed,
+                redundancy_column="pool_redundancy",
+                trigger_column="rule_triggered",
+            )
             studies.append(StudyResult(label, level_name, study))
     if not studies:
         return [], []
@@ -103,24 +118,37 @@ def diversity_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> tu
     titles = {
         "diversity_operating_points": (
             "Diversity study: operating points tuned on validation S-Recall",
-            (f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); score = mean over levels "
-            "of mean validation S-Recall; ✓ = chosen.")),
+            (
+                f"Validation: {options.val_fraction:.0%} of questions (seed {options.seed}); score = mean over levels "
+                "of mean validation S-Recall; ✓ = chosen."
+            ),
+        ),
         "diversity_s_recall": (
             "Diversity study: test S-Recall per method and perturbation level",
-            f"Test questions only, each method at its tuned point; {pct} bootstrap intervals over queries."),
+            f"Test questions only, each method at its tuned point; {pct} bootstrap intervals over queries.",
+        ),
         "diversity_oracles": (
             "Diversity study: per-query oracles (test)",
-            ("Oracle = each query's best operating point (per method) or best method and point (all methods); "
-            f"'improved' = share of queries where it beats {reference}.")),
+            (
+                "Oracle = each query's best operating point (per method) or best method and point (all methods); "
+                f"'improved' = share of queries where it beats {reference}."
+            ),
+        ),
         "diversity_robustness": (
             "Diversity study: misspecification downside and minimax regret (test)",
-            (f"Downside = largest loss against {reference} over levels; regret = best method at the level minus "
-            "the method; ✓ = minimax-regret choice.")),
+            (
+                f"Downside = largest loss against {reference} over levels; regret = best method at the level minus "
+                "the method; ✓ = minimax-regret choice."
+            ),
+        ),
         "diversity_contrasts": (
             f"Diversity study: method − {reference} per level (test)",
-            (f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} resamples); "
-            "Holm over all per-level contrasts and, separately, over the heavy−clean interactions "
-            "(the primary test).")),
+            (
+                f"Query-clustered bootstrap (seeds averaged within a query, {options.study_resamples} resamples); "
+                "Holm over all per-level contrasts and, separately, over the heavy−clean interactions "
+                "(the primary test)."
+            ),
+        ),
     }
     tables = []
     for name, (title, note) in titles.items():
@@ -146,10 +174,18 @@ def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataF
 
     out = {}
     tuning = study.tuning
-    out["diversity_operating_points"] = (tuning, pd.DataFrame({
-        "method": tuning["method"], "operating point": tuning["point"], "validation S-Recall":
-        tuning["val_score"].map(fmt), "n val": tuning["n_val_queries"].map(fmt),
-        "chosen": tuning["chosen"].map(lambda c: "✓" if c else "")}))
+    out["diversity_operating_points"] = (
+        tuning,
+        pd.DataFrame(
+            {
+                "method": tuning["method"],
+                "operating point": tuning["point"],
+                "validation S-Recall": tuning["val_score"].map(fmt),
+                "n val": tuning["n_val_queries"].map(fmt),
+                "chosen": tuning["chosen"].map(lambda c: "✓" if c else ""),
+            }
+        ),
+    )
 
     means = study.means
     levels = sorted(means["level"].unique())
@@ -158,26 +194,50 @@ def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataF
     for method in methods:
         mine = means[means["method"] == method].set_index("level")
         label = _method_label(method, chosen.get(method, "default"))
-        data_rows.append({"row": label, **{level_label(lv): mine.loc[lv, "mean"] if lv in mine.index else np.nan
-                                          for lv in levels}})
-        shown_rows.append({"": label, **{level_label(lv): fmt_ci(*mine.loc[lv, ["mean", "ci_low", "ci_high"]])
-                                         if lv in mine.index else "–" for lv in levels}})
+        data_rows.append(
+            {"row": label, **{level_label(lv): mine.loc[lv, "mean"] if lv in mine.index else np.nan for lv in levels}}
+        )
+        shown_rows.append(
+            {
+                "": label,
+                **{
+                    level_label(lv): fmt_ci(*mine.loc[lv, ["mean", "ci_low", "ci_high"]]) if lv in mine.index else "–"
+                    for lv in levels
+                },
+            }
+        )
     if study.redundancy is not None:
-        data_rows.append({"row": "measured redundancy", **{level_label(lv): study.redundancy.get(lv, np.nan)
-                                                           for lv in levels}})
-        shown_rows.append({"": "measured redundancy (pool)", **{level_label(lv): fmt(study.redundancy.get(lv, np.nan))
-                                                                for lv in levels}})
+        data_rows.append(
+            {"row": "measured redundancy", **{level_label(lv): study.redundancy.get(lv, np.nan) for lv in levels}}
+        )
+        shown_rows.append(
+            {
+                "": "measured redundancy (pool)",
+                **{level_label(lv): fmt(study.redundancy.get(lv, np.nan)) for lv in levels},
+            }
+        )
     for method, rates in study.trigger_rate.iterrows():
         data_rows.append({"row": f"{method} trigger rate", **{level_label(lv): rates.get(lv, np.nan) for lv in levels}})
-        shown_rows.append({"": f"{method} trigger rate", **{level_label(lv): fmt(rates.get(lv, np.nan)) for lv in levels}})
+        shown_rows.append(
+            {"": f"{method} trigger rate", **{level_label(lv): fmt(rates.get(lv, np.nan)) for lv in levels}}
+        )
     out["diversity_s_recall"] = (pd.DataFrame(data_rows), pd.DataFrame(shown_rows))
 
     oracles = study.oracles
-    out["diversity_oracles"] = (oracles, pd.DataFrame({
-        "level": oracles["level"].map(level_label), "method": oracles["method"],
-        "tuned": oracles["tuned_mean"].map(fmt), "oracle": oracles["oracle_mean"].map(fmt),
-        study.reference: oracles["reference_mean"].map(fmt), "improved": oracles["share_improved"].map(fmt),
-        "n": oracles["n"].map(fmt)}))
+    out["diversity_oracles"] = (
+        oracles,
+        pd.DataFrame(
+            {
+                "level": oracles["level"].map(level_label),
+                "method": oracles["method"],
+                "tuned": oracles["tuned_mean"].map(fmt),
+                "oracle": oracles["oracle_mean"].map(fmt),
+                study.reference: oracles["reference_mean"].map(fmt),
+                "improved": oracles["share_improved"].map(fmt),
+                "n": oracles["n"].map(fmt),
+            }
+        ),
+    )
 
     if study.regret is not None and study.downside is not None:
         robust = study.regret.merge(study.downside, on="method", how="left")
@@ -194,14 +254,22 @@ def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataF
 
     contrasts = study.contrasts
     if not contrasts.empty:
-        out["diversity_contrasts"] = (contrasts, pd.DataFrame({
-            "method": contrasts["method"].map(lambda m: _method_label(m, chosen.get(m, "default"))),
-            "level": [("heavy − clean (primary)" if k == "interaction" else level_label(lv))
-                      for lv, k in zip(contrasts["level"], contrasts["kind"])],
-            f"Δ S-Recall vs {study.reference} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high)
-                                                      for r in contrasts.itertuples()],
-            "p": contrasts["p_value"].map(fmt_p), "p (Holm)": contrasts["p_holm"].map(fmt_p),
-            "n": contrasts["n"].map(fmt)}))
+        out["diversity_contrasts"] = (
+            contrasts,
+            pd.DataFrame(
+                {
+                    "method": contrasts["method"].map(lambda m: _method_label(m, chosen.get(m, "default"))),
+                    "level": [
+                        ("heavy − clean (primary)" if k == "interaction" else level_label(lv))
+                        for lv, k in zip(contrasts["level"], contrasts["kind"])
+                    ],
+                    f"Δ S-Recall vs {study.reference} [CI]": [
+                        fmt_ci(r.mean_diff, r.ci_low, r.ci_high) for r in contrasts.itertuples()
+                    ],
+                    "p": contrasts["p_value"].map(fmt_p),
+                    "p (Holm)": contrasts["p_holm"].map(fmt_p),
+                    "n": contrasts["n"].map(fmt),
+                }
+            ),
+        )
     return out
-
-

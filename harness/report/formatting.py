@@ -24,12 +24,12 @@ MISSING = "–"
 
 @dataclass
 class ReportTable:
-    name: str               # file stem of the CSV
+    name: str  # file stem of the CSV
     title: str
-    data: pd.DataFrame      # numbers, written as CSV
-    display: pd.DataFrame   # formatted strings, for markdown and the terminal
+    data: pd.DataFrame  # numbers, written as CSV
+    display: pd.DataFrame  # formatted strings, for markdown and the terminal
     note: str = ""
-    footnote: str = ""      # printed under the table (the MMR lambda its rows used)
+    footnote: str = ""  # printed under the table (the MMR lambda its rows used)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -102,8 +102,9 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(tables: Sequence[ReportTable], title: str, preamble: Sequence[str] = (),
-                    plots: Sequence[str] = ()) -> str:
+def render_markdown(
+    tables: Sequence[ReportTable], title: str, preamble: Sequence[str] = (), plots: Sequence[str] = ()
+) -> str:
     parts = [f"# {title}", "", *preamble]
     for table in tables:
         parts += ["", f"## {table.title}", ""]
@@ -126,8 +127,9 @@ def print_tables(tables: Sequence[ReportTable], console) -> None:
         caption = "\n".join(text for text in (table.note, table.footnote) if text)
         view = Table(title=table.title, caption=caption or None, caption_justify="left")
         for column in table.display.columns:
-            view.add_column(str(column), justify="right" if is_numeric_column(table.display[column]) else "left",
-                            overflow="fold")
+            view.add_column(
+                str(column), justify="right" if is_numeric_column(table.display[column]) else "left", overflow="fold"
+            )
         for values in table.display.itertuples(index=False):
             view.add_row(*(str(v) for v in values))
         console.print(view)

@@ -197,8 +197,11 @@ def hyperparameter_columns(rows: pd.DataFrame, components: Sequence[str]) -> lis
     is a hyper-parameter of it.
     """
     keys = [c for c in (*components, *SETTING_COLUMNS) if c in rows.columns]
-    candidates = [c for c in rows.columns if c.startswith("cfg.") and c not in _MIRRORED_CFG
-                  and not _is_runtime_key(c) and varies(rows[c])]
+    candidates = [
+        c
+        for c in rows.columns
+        if c.startswith("cfg.") and c not in _MIRRORED_CFG and not _is_runtime_key(c) and varies(rows[c])
+    ]
     if not candidates:
         return []
     # Distinct combinations only: a sweep has as many as it has jobs, however many rows each holds.
@@ -238,8 +241,11 @@ def short_name(column: str) -> str:
 def policy_label(values: dict, columns: Sequence[str]) -> str:
     """``packer=submod, diversifier=mmr, diversifier.lambda_=0.3``; a hyper-parameter the policy does not
     have (lambda_ of knn) is left out, which keeps labels distinct and short."""
-    return ", ".join(f"{short_name(c)}={format_value(values[c])}" for c in columns
-                     if not (c.startswith("cfg.") and _is_missing(values[c])))
+    return ", ".join(
+        f"{short_name(c)}={format_value(values[c])}"
+        for c in columns
+        if not (c.startswith("cfg.") and _is_missing(values[c]))
+    )
 
 
 def _grouped_policy_columns(components: Sequence[str], hyperparameters: Sequence[str]) -> tuple[str, ...]:
@@ -269,7 +275,8 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
     """
     components = [c for c in COMPONENT_COLUMNS if c in rows.columns and varies(rows[c])]
     policy = _grouped_policy_columns(
-        components, hyperparameter_columns(rows, [c for c in COMPONENT_COLUMNS if c in rows.columns]))
+        components, hyperparameter_columns(rows, [c for c in COMPONENT_COLUMNS if c in rows.columns])
+    )
     settings = tuple(c for c in SETTING_COLUMNS if c in rows.columns and (c == "budget" or varies(rows[c])))
     layout = Layout(settings=settings, policy=policy, conditions=tuple(c for c in policy if _is_condition(c)))
 
@@ -281,18 +288,24 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
         firsts = rows.iloc[pd.Series(np.arange(len(rows))).groupby(codes).first().to_numpy()]
         combos = [dict(zip(label_columns, values)) for values in firsts[label_columns].itertuples(index=False)]
         labels = [policy_label(combo, label_columns) for combo in combos]
-        order = [labels[i] for i in sorted(range(len(combos)), key=lambda i: tuple(
-            _sort_key(combos[i][c]) for c in label_columns))]
-        rows["policy"] = pd.Categorical(np.asarray(labels, dtype=object)[codes],
-                                        categories=list(dict.fromkeys(order)), ordered=True)
+        order = [
+            labels[i]
+            for i in sorted(range(len(combos)), key=lambda i: tuple(_sort_key(combos[i][c]) for c in label_columns))
+        ]
+        rows["policy"] = pd.Categorical(
+            np.asarray(labels, dtype=object)[codes], categories=list(dict.fromkeys(order)), ordered=True
+        )
     else:
         rows["policy"] = pd.Categorical(["all rows"] * len(rows), categories=["all rows"], ordered=True)
 
     identity = [*settings, "policy", "qkey"] + (["seed"] if "seed" in rows.columns else [])
     repeated = rows.duplicated(subset=identity, keep="first")
     if repeated.any():
-        log.warning("%d rows repeat a (setting, policy, question, seed) already loaded from another directory; "
-                    "keeping the first", int(repeated.sum()))
+        log.warning(
+            "%d rows repeat a (setting, policy, question, seed) already loaded from another directory; "
+            "keeping the first",
+            int(repeated.sum()),
+        )
         rows = rows.loc[~repeated].reset_index(drop=True)
     return rows, layout
 
@@ -300,6 +313,9 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
 def policy_components(rows: pd.DataFrame, layout: Layout) -> pd.DataFrame:
     """One row per policy label with its component values, in policy order."""
     columns = list(layout.policy)
-    frame = rows.groupby("policy", observed=True)[columns].first() if columns else pd.DataFrame(
-        index=pd.Index(rows["policy"].cat.categories, name="policy"))
+    frame = (
+        rows.groupby("policy", observed=True)[columns].first()
+        if columns
+        else pd.DataFrame(index=pd.Index(rows["policy"].cat.categories, name="policy"))
+    )
     return frame

@@ -65,8 +65,14 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
         for axis, metric in zip(axes, metrics):
             for policy, lines in frame.groupby("policy", sort=False):
                 lines = lines.sort_values("budget")
-                axis.errorbar(lines["budget"] + dodge[policy], lines[metric], yerr=_error_bars(lines, metric),
-                              marker="o", capsize=3, label=str(policy))
+                axis.errorbar(
+                    lines["budget"] + dodge[policy],
+                    lines[metric],
+                    yerr=_error_bars(lines, metric),
+                    marker="o",
+                    capsize=3,
+                    label=str(policy),
+                )
             axis.set_xticks(sorted(frame["budget"].unique()))
             axis.set_xlabel("budget (reader tokens)")
             axis.set_ylabel(f"mean {heading(metric)}")
@@ -111,8 +117,16 @@ def plot_reader_ladder(contrast_data: pd.DataFrame | None, layout: Layout, metri
         rows = data[data["series"] == name].copy()
         rows["x"] = rows["policy.reader"].astype(str).map(position) + (i - (len(series) - 1) / 2) * width
         rows = rows.sort_values("x")
-        axis.errorbar(rows["x"], rows["mean_diff"], yerr=_error_bars(rows.rename(columns={"mean_diff": "d",
-                      "ci_low": "d_ci_low", "ci_high": "d_ci_high"}), "d"), marker="o", capsize=3, label=name)
+        axis.errorbar(
+            rows["x"],
+            rows["mean_diff"],
+            yerr=_error_bars(
+                rows.rename(columns={"mean_diff": "d", "ci_low": "d_ci_low", "ci_high": "d_ci_high"}), "d"
+            ),
+            marker="o",
+            capsize=3,
+            label=name,
+        )
     axis.axhline(0.0, color="grey", linewidth=1, linestyle="--")
     axis.set_xticks(range(len(readers)), readers, rotation=20)
     axis.set_xlabel("reader (ordered by size)")
@@ -141,31 +155,50 @@ def plot_diversity(result: StudyResult, out_dir: Path, index: int = 0) -> list[P
         rows = rows.sort_values("level")
         point = chosen.get(method, "default")
         label = method if point == "default" else f"{method} ({point})"
-        axis.errorbar(rows["level"].map(x_of), rows["mean"], yerr=_error_bars(rows.rename(columns={
-            "mean": "m", "ci_low": "m_ci_low", "ci_high": "m_ci_high"}), "m"), marker="o", capsize=3, label=label,
-            linewidth=2.2 if method == study.reference else 1.4)
-    axis.set_xlabel("measured pool redundancy (near-duplicate pair share)" if use_redundancy
-                    else f"perturbation level ({result.level_name})")
+        axis.errorbar(
+            rows["level"].map(x_of),
+            rows["mean"],
+            yerr=_error_bars(rows.rename(columns={"mean": "m", "ci_low": "m_ci_low", "ci_high": "m_ci_high"}), "m"),
+            marker="o",
+            capsize=3,
+            label=label,
+            linewidth=2.2 if method == study.reference else 1.4,
+        )
+    axis.set_xlabel(
+        "measured pool redundancy (near-duplicate pair share)"
+        if use_redundancy
+        else f"perturbation level ({result.level_name})"
+    )
     axis.set_ylabel("test S-Recall@k")
     if use_redundancy:  # name the perturbation level of each redundancy value along the top edge
         top = axis.secondary_xaxis("top")
-        top.set_xticks([x_of[lv] for lv in levels], [f"{result.level_name}={format_parameter(lv)}" for lv in levels],
-                       fontsize="small")
+        top.set_xticks(
+            [x_of[lv] for lv in levels],
+            [f"{result.level_name}={format_parameter(lv)}" for lv in levels],
+            fontsize="small",
+        )
     handles, labels = axis.get_legend_handles_labels()
     if not study.trigger_rate.empty:
         twin = axis.twinx()
         for method, rates in study.trigger_rate.iterrows():
             rates = rates.reindex(levels).dropna()
-            line = twin.plot([x_of[lv] for lv in rates.index], rates.to_numpy(), linestyle="--", marker="s",
-                             color="tab:grey", label=f"{method} trigger rate")
+            line = twin.plot(
+                [x_of[lv] for lv in rates.index],
+                rates.to_numpy(),
+                linestyle="--",
+                marker="s",
+                color="tab:grey",
+                label=f"{method} trigger rate",
+            )
             handles += line
             labels.append(f"{method} trigger rate (right axis)")
         twin.set_ylabel("rule trigger rate")
         twin.set_ylim(-0.02, 1.02)
     # below the axes: the trigger-rate line spans the whole height, so no corner inside is free
     axis.legend(handles, labels, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
-    axis.set_title("S-Recall vs measured redundancy" + (f" ({result.label})" if result.label else ""),
-                   fontsize="medium")
+    axis.set_title(
+        "S-Recall vs measured redundancy" + (f" ({result.label})" if result.label else ""), fontsize="medium"
+    )
     axis.grid(alpha=0.3)
     name = f"diversity_{_slug(result.label) if result.label else 'study'}" + (f"_{index}" if index else "") + ".png"
     return [_save(fig, out_dir / name)]

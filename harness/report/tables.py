@@ -65,8 +65,8 @@ class Options:
 
 @dataclass
 class StudyResult:
-    label: str              # which stratum / perturbation family
-    level_name: str         # e.g. 'rho'
+    label: str  # which stratum / perturbation family
+    level_name: str  # e.g. 'rho'
     study: DiversityStudy
 
 
@@ -116,11 +116,21 @@ def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
     for info in infos:
         mine = rows[rows["run_dir"] == str(info.path)]
         policies = ", ".join(str(p) for p in mine["policy"].unique()) if len(mine) else "–"
-        records.append({"run_dir": str(info.path), "rows": info.n_rows, "questions": int(mine["qkey"].nunique()),
-                        "policy": policies, "summary_json": info.summary is not None})
+        records.append(
+            {
+                "run_dir": str(info.path),
+                "rows": info.n_rows,
+                "questions": int(mine["qkey"].nunique()),
+                "policy": policies,
+                "summary_json": info.summary is not None,
+            }
+        )
     data = pd.DataFrame(records)
-    display = data.assign(rows=data["rows"].map(fmt), questions=data["questions"].map(fmt),
-                          summary_json=data["summary_json"].map(lambda v: "yes" if v else "missing"))
+    display = data.assign(
+        rows=data["rows"].map(fmt),
+        questions=data["questions"].map(fmt),
+        summary_json=data["summary_json"].map(lambda v: "yes" if v else "missing"),
+    )
     return ReportTable("runs", "Runs loaded", data, display)
 
 
@@ -133,27 +143,42 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
     if not metrics:
         return None
     keys = [*layout.settings, "policy"]
-    summary = grouped_clustered_mean_ci(rows, metrics, "qkey", keys, options.n_resamples, options.confidence,
-                                        options.seed)
+    summary = grouped_clustered_mean_ci(
+        rows, metrics, "qkey", keys, options.n_resamples, options.confidence, options.seed
+    )
     grouped = rows.groupby(keys, sort=True, observed=True, dropna=False)
-    sizes = pd.DataFrame({"n_questions": grouped["qkey"].nunique(),
-                          "n_seeds": grouped["seed"].nunique() if "seed" in rows.columns else 1,
-                          "n_rows": grouped.size()}).reset_index()
+    sizes = pd.DataFrame(
+        {
+            "n_questions": grouped["qkey"].nunique(),
+            "n_seeds": grouped["seed"].nunique() if "seed" in rows.columns else 1,
+            "n_rows": grouped.size(),
+        }
+    ).reset_index()
     components = policy_components(rows, layout).reset_index()
     data = summary.merge(sizes, on=keys).merge(components, on="policy", how="left")
-    data = data[[*keys, *components.columns.drop("policy"), "n_questions", "n_seeds", "n_rows",
-                 *summary.columns.drop(keys)]]
+    data = data[
+        [*keys, *components.columns.drop("policy"), "n_questions", "n_seeds", "n_rows", *summary.columns.drop(keys)]
+    ]
     label_columns = list(layout.policy) or ["policy"]
-    shown = pd.DataFrame({
-        **{short_name(k): data[k].map(format_value) for k in layout.settings},
-        **{short_name(c): data[c].map(format_value) for c in label_columns},
-        "n": data["n_questions"].map(fmt),
-        **{heading(m): [fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], digits=1 if m == CONTEXT_TOKENS else 3)
-                        for _, r in data.iterrows()] for m in metrics},
-    })
+    shown = pd.DataFrame(
+        {
+            **{short_name(k): data[k].map(format_value) for k in layout.settings},
+            **{short_name(c): data[c].map(format_value) for c in label_columns},
+            "n": data["n_questions"].map(fmt),
+            **{
+                heading(m): [
+                    fmt_ci(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"], digits=1 if m == CONTEXT_TOKENS else 3)
+                    for _, r in data.iterrows()
+                ]
+                for m in metrics
+            },
+        }
+    )
     data["policy"] = data["policy"].astype(str)
-    note = (f"Means pooled over seeds; {options.confidence:.0%} percentile intervals from a bootstrap that "
-            f"resamples questions ({options.n_resamples} resamples). n = questions.")
+    note = (
+        f"Means pooled over seeds; {options.confidence:.0%} percentile intervals from a bootstrap that "
+        f"resamples questions ({options.n_resamples} resamples). n = questions."
+    )
     return ReportTable("policy_table", "Policies by budget", data, shown, note)
 
 
@@ -176,26 +201,46 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
         display[f"Pearson {heading(outcome)}"] = wide[f"pearson_{outcome}"].map(fmt)
         display[f"Spearman {heading(outcome)}"] = wide[f"spearman_{outcome}"].map(fmt)
     display["n"] = wide["n"].map(fmt)
-    tables = [ReportTable("diagnostic_validity", "Diagnostic validity: correlation with reader scores", wide,
-                          display, "Pooled over policy x question x seed rows.")]
+    tables = [
+        ReportTable(
+            "diagnostic_validity",
+            "Diagnostic validity: correlation with reader scores",
+            wide,
+            display,
+            "Pooled over policy x question x seed rows.",
+        )
+    ]
 
     if has_values(rows, ANSWER_IN_CONTEXT) and rows[ANSWER_IN_CONTEXT].dropna().isin([0, 1]).all():
         records, shown = [], []
         for flag in (1.0, 0.0):
             subset = rows[rows[ANSWER_IN_CONTEXT] == flag]
-            summary = clustered_mean_ci(subset, outcomes, "qkey", options.n_resamples, options.confidence,
-                                        options.seed)
-            record = {ANSWER_IN_CONTEXT: int(flag), "n_rows": len(subset),
-                      "share_of_rows": len(subset) / rows[ANSWER_IN_CONTEXT].notna().sum()}
+            summary = clustered_mean_ci(subset, outcomes, "qkey", options.n_resamples, options.confidence, options.seed)
+            record = {
+                ANSWER_IN_CONTEXT: int(flag),
+                "n_rows": len(subset),
+                "share_of_rows": len(subset) / rows[ANSWER_IN_CONTEXT].notna().sum(),
+            }
             for outcome in outcomes:
                 record.update(_ci_columns(outcome, summary[outcome]))
             records.append(record)
-            shown.append({"answer in context": "yes" if flag else "no", "rows": fmt(len(subset)),
-                          "share": fmt(record["share_of_rows"]),
-                          **{f"mean {heading(o)}": fmt_ci(*summary[o]) for o in outcomes}})
-        tables.append(ReportTable("score_by_answer_in_context", "Reader scores when the answer is / is not in "
-                                  "the context", pd.DataFrame(records), pd.DataFrame(shown),
-                                  "Intervals resample questions."))
+            shown.append(
+                {
+                    "answer in context": "yes" if flag else "no",
+                    "rows": fmt(len(subset)),
+                    "share": fmt(record["share_of_rows"]),
+                    **{f"mean {heading(o)}": fmt_ci(*summary[o]) for o in outcomes},
+                }
+            )
+        tables.append(
+            ReportTable(
+                "score_by_answer_in_context",
+                "Reader scores when the answer is / is not in the context",
+                pd.DataFrame(records),
+                pd.DataFrame(shown),
+                "Intervals resample questions.",
+            )
+        )
     return tables
 
 
@@ -210,9 +255,16 @@ def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTa
     complete = rows.dropna(subset=list(needed))
     if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
         return None
-    result = incremental_validity(rows, outcome=options.metric, base=RECALL_AT_K, added=ANSWER_IN_CONTEXT,
-                                  cluster="qkey", n_resamples=options.n_resamples,
-                                  confidence=options.confidence, seed=options.seed)
+    result = incremental_validity(
+        rows,
+        outcome=options.metric,
+        base=RECALL_AT_K,
+        added=ANSWER_IN_CONTEXT,
+        cluster="qkey",
+        n_resamples=options.n_resamples,
+        confidence=options.confidence,
+        seed=options.seed,
+    )
     m = heading(options.metric)
     shown = [
         (f"R² ({m} ~ recall@k)", fmt(result["r2_base"])),
@@ -220,18 +272,28 @@ def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTa
         ("ΔR² [CI]", fmt_ci(result["delta_r2"], result["delta_r2_ci_low"], result["delta_r2_ci_high"])),
         ("ΔR² bootstrap p", fmt_p(result["delta_r2_p_value"])),
         ("std. β recall@k [CI]", fmt_ci(result["beta_base"], result["beta_base_ci_low"], result["beta_base_ci_high"])),
-        ("std. β answer in ctx [CI]",
-         fmt_ci(result["beta_added"], result["beta_added_ci_low"], result["beta_added_ci_high"])),
-        (f"partial corr(answer in ctx, {m} | recall@k) [CI]",
-         fmt_ci(result["partial_corr"], result["partial_corr_ci_low"], result["partial_corr_ci_high"])),
+        (
+            "std. β answer in ctx [CI]",
+            fmt_ci(result["beta_added"], result["beta_added_ci_low"], result["beta_added_ci_high"]),
+        ),
+        (
+            f"partial corr(answer in ctx, {m} | recall@k) [CI]",
+            fmt_ci(result["partial_corr"], result["partial_corr_ci_low"], result["partial_corr_ci_high"]),
+        ),
         ("corr(answer in ctx, recall@k)", fmt(result["corr_added_base"])),
         ("rows / questions", f"{result['n_rows']} / {result['n_clusters']}"),
     ]
-    note = ("OLS (statsmodels). ΔR² and partial-correlation intervals: question-clustered bootstrap "
-            f"({result['n_resamples_used']} usable resamples); β intervals: question-clustered robust errors.")
-    return ReportTable("incremental_validity", f"Incremental validity of answer-in-context over recall@k ({m})",
-                       pd.DataFrame([{"outcome": options.metric, **result}]),
-                       pd.DataFrame(shown, columns=["quantity", "value"]), note)
+    note = (
+        "OLS (statsmodels). ΔR² and partial-correlation intervals: question-clustered bootstrap "
+        f"({result['n_resamples_used']} usable resamples); β intervals: question-clustered robust errors."
+    )
+    return ReportTable(
+        "incremental_validity",
+        f"Incremental validity of answer-in-context over recall@k ({m})",
+        pd.DataFrame([{"outcome": options.metric, **result}]),
+        pd.DataFrame(shown, columns=["quantity", "value"]),
+        note,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -256,31 +318,54 @@ def retrieval_perfect_table(rows: pd.DataFrame, layout: Layout, options: Options
     perfect = perfect.assign(**split_columns)
     measured = ["dropped", *split_columns]
     boot = (options.n_resamples, options.confidence, options.seed)
-    summaries = [grouped_clustered_mean_ci(perfect, measured, "qkey", (), *boot).assign(
-        policy="all policies", n_rows=len(perfect), **{k: "all" for k in layout.settings})]
+    summaries = [
+        grouped_clustered_mean_ci(perfect, measured, "qkey", (), *boot).assign(
+            policy="all policies", n_rows=len(perfect), **{k: "all" for k in layout.settings}
+        )
+    ]
     if several:
         keys = [*layout.settings, "policy"]
         sizes = perfect.groupby(keys, sort=True, observed=True, dropna=False).size().rename("n_rows").reset_index()
         summaries.append(grouped_clustered_mean_ci(perfect, measured, "qkey", keys, *boot).merge(sizes, on=keys))
     data = pd.concat(summaries, ignore_index=True)
     data["policy"] = data["policy"].astype(str)
-    data = data.rename(columns={"dropped": "share_dropped", "dropped_ci_low": "share_dropped_ci_low",
-                                "dropped_ci_high": "share_dropped_ci_high"})
-    data = data[[*layout.settings, "policy", "n_rows", *[c for c in data.columns
-                                                         if c not in (*layout.settings, "policy", "n_rows")]]]
+    data = data.rename(
+        columns={
+            "dropped": "share_dropped",
+            "dropped_ci_low": "share_dropped_ci_low",
+            "dropped_ci_high": "share_dropped_ci_high",
+        }
+    )
+    data = data[
+        [
+            *layout.settings,
+            "policy",
+            "n_rows",
+            *[c for c in data.columns if c not in (*layout.settings, "policy", "n_rows")],
+        ]
+    ]
 
     def interval(row: pd.Series, column: str) -> str:
         return fmt_ci(row[column], row[f"{column}_ci_low"], row[f"{column}_ci_high"])
 
-    shown = pd.DataFrame({
-        **{short_name(k): data[k].map(format_value) for k in layout.settings},
-        "policy": data["policy"], "rows": data["n_rows"].map(fmt),
-        "answer dropped": [interval(r, "share_dropped") for _, r in data.iterrows()],
-        **{f"{heading(c.split('_answer_')[0])} | answer {c.split('_answer_')[1]}":
-           [interval(r, c) for _, r in data.iterrows()] for c in split_columns},
-    })
-    note = ("Rows whose retrieval found every gold document (all-gold@k = 1); 'answer dropped' is the share "
-            "whose packed context lost the answer string.")
+    shown = pd.DataFrame(
+        {
+            **{short_name(k): data[k].map(format_value) for k in layout.settings},
+            "policy": data["policy"],
+            "rows": data["n_rows"].map(fmt),
+            "answer dropped": [interval(r, "share_dropped") for _, r in data.iterrows()],
+            **{
+                f"{heading(c.split('_answer_')[0])} | answer {c.split('_answer_')[1]}": [
+                    interval(r, c) for _, r in data.iterrows()
+                ]
+                for c in split_columns
+            },
+        }
+    )
+    note = (
+        "Rows whose retrieval found every gold document (all-gold@k = 1); 'answer dropped' is the share "
+        "whose packed context lost the answer string."
+    )
     return ReportTable("retrieval_perfect", "Retrieval-perfect subset", data, shown, note)
 
 
@@ -305,8 +390,10 @@ def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -
         column, value = baseline.split("=", 1)
         column = column if column in rows.columns else f"cfg.{column}"
         if column not in layout.policy:
-            raise ValueError(f"--baseline {baseline!r}: {column!r} is not a varying policy column "
-                             f"(varying: {[short_name(c) for c in layout.policy]})")
+            raise ValueError(
+                f"--baseline {baseline!r}: {column!r} is not a varying policy column "
+                f"(varying: {[short_name(c) for c in layout.policy]})"
+            )
         candidates = [column]
     else:
         value = baseline
@@ -315,8 +402,13 @@ def resolve_baseline(rows: pd.DataFrame, layout: Layout, baseline: str | None) -
             values = {short_name(c): sorted(_values(rows, c)) for c in components}
             raise ValueError(f"--baseline {baseline!r} is not a value of any varying policy column {values}")
         if len(candidates) > 1:
-            log.warning("baseline %r is a value of %s; using %s (write COLUMN=%s to choose)",
-                        baseline, candidates, candidates[0], baseline)
+            log.warning(
+                "baseline %r is a value of %s; using %s (write COLUMN=%s to choose)",
+                baseline,
+                candidates,
+                candidates[0],
+                baseline,
+            )
     column = candidates[0]
     matches = [v for v in pd.unique(rows[column]) if format_value(v) == value]
     if not matches:
@@ -331,8 +423,11 @@ def baseline_partners(components: pd.DataFrame, column: str, value: Any) -> dict
     """
     own = f"cfg.{column}."
     matched = [c for c in components.columns if c != column and not c.startswith(own)]
-    keys = components[matched].map(format_value).apply(tuple, axis=1) if matched else pd.Series(
-        [()] * len(components), index=components.index)
+    keys = (
+        components[matched].map(format_value).apply(tuple, axis=1)
+        if matched
+        else pd.Series([()] * len(components), index=components.index)
+    )
     is_base = components[column].map(format_value) == format_value(value)
     partners = {}
     for policy in components.index[~is_base]:
@@ -361,48 +456,86 @@ def contrast_tables(
             for base in bases:
                 if policy not in by_policy or base not in by_policy:
                     continue
-                result = paired_contrast(by_policy[policy], by_policy[base], metric, question="qkey",
-                                         n_resamples=options.n_resamples, confidence=options.confidence,
-                                         seed=options.seed)
+                result = paired_contrast(
+                    by_policy[policy],
+                    by_policy[base],
+                    metric,
+                    question="qkey",
+                    n_resamples=options.n_resamples,
+                    confidence=options.confidence,
+                    seed=options.seed,
+                )
                 if result["n"] == 0:
                     continue
-                record = {**keys, "policy": str(policy), "baseline": str(base),
-                          "baseline_name": f"{short_name(column)}={format_value(value)}",
-                          **{f"policy.{c}": components.loc[policy, c] for c in components.columns}, **result}
+                record = {
+                    **keys,
+                    "policy": str(policy),
+                    "baseline": str(base),
+                    "baseline_name": f"{short_name(column)}={format_value(value)}",
+                    **{f"policy.{c}": components.loc[policy, c] for c in components.columns},
+                    **result,
+                }
                 records.append(record)
                 if with_flag:
-                    decompositions.append({**keys, "policy": str(policy), "baseline": str(base),
-                                           **gain_decomposition(by_policy[policy], by_policy[base], metric,
-                                                                ANSWER_IN_CONTEXT, question="qkey")})
+                    decompositions.append(
+                        {
+                            **keys,
+                            "policy": str(policy),
+                            "baseline": str(base),
+                            **gain_decomposition(
+                                by_policy[policy], by_policy[base], metric, ANSWER_IN_CONTEXT, question="qkey"
+                            ),
+                        }
+                    )
     if not records:
         return [], None
     data = pd.DataFrame(records)
     data["p_holm"] = holm_adjust(data["p_value"].to_numpy(float))
     m = heading(metric)
-    display = pd.DataFrame({
-        **{short_name(k): data[k].map(format_value) for k in layout.settings},
-        "policy": data["policy"], "baseline": data["baseline"],
-        f"{m} policy": data["mean_a"].map(fmt), f"{m} baseline": data["mean_b"].map(fmt),
-        f"Δ{m} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high) for r in data.itertuples()],
-        "p": data["p_value"].map(fmt_p), "p (Holm)": data["p_holm"].map(fmt_p), "n": data["n"].map(fmt),
-    })
-    note = (f"Baseline {short_name(column)}={format_value(value)}. Pairs matched on question and seed, averaged "
-            f"over seeds within a question; paired bootstrap over questions ({options.n_resamples} resamples, "
-            f"{options.confidence:.0%} percentile interval); Holm adjustment over all {len(data)} contrasts.")
+    display = pd.DataFrame(
+        {
+            **{short_name(k): data[k].map(format_value) for k in layout.settings},
+            "policy": data["policy"],
+            "baseline": data["baseline"],
+            f"{m} policy": data["mean_a"].map(fmt),
+            f"{m} baseline": data["mean_b"].map(fmt),
+            f"Δ{m} [CI]": [fmt_ci(r.mean_diff, r.ci_low, r.ci_high) for r in data.itertuples()],
+            "p": data["p_value"].map(fmt_p),
+            "p (Holm)": data["p_holm"].map(fmt_p),
+            "n": data["n"].map(fmt),
+        }
+    )
+    note = (
+        f"Baseline {short_name(column)}={format_value(value)}. Pairs matched on question and seed, averaged "
+        f"over seeds within a question; paired bootstrap over questions ({options.n_resamples} resamples, "
+        f"{options.confidence:.0%} percentile interval); Holm adjustment over all {len(data)} contrasts."
+    )
     tables = [ReportTable("contrasts", f"Paired contrasts against the baseline ({m})", data, display, note)]
     if decompositions:
         dec = pd.DataFrame(decompositions)
-        dec_display = pd.DataFrame({
-            **{short_name(k): dec[k].map(format_value) for k in layout.settings},
-            "policy": dec["policy"], "baseline": dec["baseline"], f"Δ{m}": dec["mean_diff"].map(fmt),
-            "from answer entering (0→1)": dec["from_entered"].map(fmt),
-            "from answer leaving (1→0)": dec["from_left"].map(fmt),
-            "from others": dec["from_others"].map(fmt), "share entering": dec["share_entered"].map(fmt),
-            "pairs 0→1 / 1→0 / all": [f"{r.n_entered} / {r.n_left} / {r.n_pairs}" for r in dec.itertuples()],
-        })
-        tables.append(ReportTable("contrast_decomposition", f"Where each contrast's {m} gain comes from", dec,
-                                  dec_display, "Per (question, seed) pair by the answer-in-context transition "
-                                  "baseline → policy; the three parts sum to the contrast."))
+        dec_display = pd.DataFrame(
+            {
+                **{short_name(k): dec[k].map(format_value) for k in layout.settings},
+                "policy": dec["policy"],
+                "baseline": dec["baseline"],
+                f"Δ{m}": dec["mean_diff"].map(fmt),
+                "from answer entering (0→1)": dec["from_entered"].map(fmt),
+                "from answer leaving (1→0)": dec["from_left"].map(fmt),
+                "from others": dec["from_others"].map(fmt),
+                "share entering": dec["share_entered"].map(fmt),
+                "pairs 0→1 / 1→0 / all": [f"{r.n_entered} / {r.n_left} / {r.n_pairs}" for r in dec.itertuples()],
+            }
+        )
+        tables.append(
+            ReportTable(
+                "contrast_decomposition",
+                f"Where each contrast's {m} gain comes from",
+                dec,
+                dec_display,
+                "Per (question, seed) pair by the answer-in-context transition "
+                "baseline → policy; the three parts sum to the contrast.",
+            )
+        )
     return tables, data
 
 
@@ -421,18 +554,31 @@ def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
             continue
         result = oracle_headroom(scores, options.n_resamples, options.confidence, options.seed)
         records.append({**keys, **result, "best_policy": str(result["best_policy"])})
-        shown.append({**_display_keys(keys), "policies": fmt(result["n_policies"]),
-                      "best single policy": str(result["best_policy"]),
-                      f"best {heading(metric)}": fmt(result["best_mean"]),
-                      f"oracle {heading(metric)}": fmt(result["oracle_mean"]),
-                      "headroom [CI]": fmt_ci(result["headroom"], result["ci_low"], result["ci_high"]),
-                      "questions improved": fmt(result["share_improved"]), "n": fmt(result["n"])})
+        shown.append(
+            {
+                **_display_keys(keys),
+                "policies": fmt(result["n_policies"]),
+                "best single policy": str(result["best_policy"]),
+                f"best {heading(metric)}": fmt(result["best_mean"]),
+                f"oracle {heading(metric)}": fmt(result["oracle_mean"]),
+                "headroom [CI]": fmt_ci(result["headroom"], result["ci_low"], result["ci_high"]),
+                "questions improved": fmt(result["share_improved"]),
+                "n": fmt(result["n"]),
+            }
+        )
     if not records:
         return None
-    note = ("Headroom only, not a method: the oracle picks each question's best policy after seeing its score. "
-            "Questions present under every policy; interval from a paired bootstrap over questions.")
-    return ReportTable("oracle_headroom", f"Oracle headroom over the best single policy ({heading(metric)})",
-                       pd.DataFrame(records), pd.DataFrame(shown), note)
+    note = (
+        "Headroom only, not a method: the oracle picks each question's best policy after seeing its score. "
+        "Questions present under every policy; interval from a paired bootstrap over questions."
+    )
+    return ReportTable(
+        "oracle_headroom",
+        f"Oracle headroom over the best single policy ({heading(metric)})",
+        pd.DataFrame(records),
+        pd.DataFrame(shown),
+        note,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------

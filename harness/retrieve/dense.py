@@ -103,7 +103,9 @@ class DenseRetriever:
             pools.append(
                 Pool(
                     example=ex,
-                    candidates=[_candidate(ex.documents[i], ex.documents[i].doc_id, s) for i, s in zip(chosen, scores[0])],
+                    candidates=[
+                        _candidate(ex.documents[i], ex.documents[i].doc_id, s) for i, s in zip(chosen, scores[0])
+                    ],
                     embeddings=doc_vectors[chosen],
                     query_embedding=query,
                 )

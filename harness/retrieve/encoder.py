@@ -13,6 +13,7 @@ from harness.retrieve.offline_encoders import DEFAULT_MODELS_DIR, resolve_model_
 
 log = logging.getLogger(__name__)
 
+
 class Encoder:
     """Embeds texts into L2-normalised float32 rows, each text computed once across runs."""
 

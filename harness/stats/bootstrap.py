@@ -260,8 +260,15 @@ def grouped_clustered_mean_ci(
         low, high = np.nanpercentile(ratios, [tail, 100.0 - tail], axis=0)
     result = pd.DataFrame({"mean": point, "ci_low": low, "ci_high": high}, index=sums.columns)
     if not by:
-        return pd.DataFrame([{name: result.loc[c, stat] for c in columns for stat, name in
-                              (("mean", c), ("ci_low", f"{c}_ci_low"), ("ci_high", f"{c}_ci_high"))}])
+        return pd.DataFrame(
+            [
+                {
+                    name: result.loc[c, stat]
+                    for c in columns
+                    for stat, name in (("mean", c), ("ci_low", f"{c}_ci_low"), ("ci_high", f"{c}_ci_high"))
+                }
+            ]
+        )
     result.index.names = ["__column__", *by]
     wide = result.unstack("__column__")  # groups x (stat, column)
     out = pd.DataFrame(index=wide.index)

@@ -86,9 +86,7 @@ def query_means(scores: pd.DataFrame, value: str = "value") -> pd.Series:
     return scores.groupby(["method", "point", "level", "question"], sort=True)[value].mean().dropna()
 
 
-def tune_operating_points(
-    scores: pd.DataFrame, validation_ids: Any, tune_level: Any = None
-) -> pd.DataFrame:
+def tune_operating_points(scores: pd.DataFrame, validation_ids: Any, tune_level: Any = None) -> pd.DataFrame:
     """Each (method, point)'s validation score and whether it is the method's chosen point.
 
     The score is the mean over levels of the mean over validation queries (seeds averaged), so every level
@@ -130,8 +128,9 @@ def level_means(
     records = []
     for (method, level), values in per_query.groupby(["method", "level"]):
         mean, low, high = bootstrap_mean_ci(values.to_numpy(float), n_resamples, confidence, seed)
-        records.append({"method": method, "level": level, "mean": mean, "ci_low": low, "ci_high": high,
-                        "n": int(values.size)})
+        records.append(
+            {"method": method, "level": level, "mean": mean, "ci_low": low, "ci_high": high, "n": int(values.size)}
+        )
     return pd.DataFrame(records, columns=["method", "level", "mean", "ci_low", "ci_high", "n"])
 
 
@@ -148,8 +147,9 @@ def per_query_oracles(scores: pd.DataFrame, chosen: dict[Any, str], reference: s
         if (reference, chosen[reference]) not in wide.columns:
             continue
         ref = wide[(reference, chosen[reference])]
-        candidates = {method: wide.loc[:, [c for c in wide.columns if c[0] == method]]
-                      for method in chosen if method != reference}
+        candidates = {
+            method: wide.loc[:, [c for c in wide.columns if c[0] == method]] for method in chosen if method != reference
+        }
         candidates["all methods"] = wide
         for method, block in candidates.items():
             if block.shape[1] == 0:
@@ -158,15 +158,25 @@ def per_query_oracles(scores: pd.DataFrame, chosen: dict[Any, str], reference: s
             keep = oracle.notna() & ref.notna()
             if not keep.any():
                 continue
-            tuned = (wide[(method, chosen[method])][keep].mean()
-                     if method in chosen and (method, chosen[method]) in wide.columns else math.nan)
-            records.append({
-                "method": method, "level": level, "oracle_mean": float(oracle[keep].mean()),
-                "tuned_mean": float(tuned), "reference_mean": float(ref[keep].mean()),
-                "share_improved": float((oracle[keep] > ref[keep]).mean()), "n": int(keep.sum()),
-            })
-    return pd.DataFrame(records, columns=["method", "level", "oracle_mean", "tuned_mean", "reference_mean",
-                                          "share_improved", "n"])
+            tuned = (
+                wide[(method, chosen[method])][keep].mean()
+                if method in chosen and (method, chosen[method]) in wide.columns
+                else math.nan
+            )
+            records.append(
+                {
+                    "method": method,
+                    "level": level,
+                    "oracle_mean": float(oracle[keep].mean()),
+                    "tuned_mean": float(tuned),
+                    "reference_mean": float(ref[keep].mean()),
+                    "share_improved": float((oracle[keep] > ref[keep]).mean()),
+                    "n": int(keep.sum()),
+                }
+            )
+    return pd.DataFrame(
+        records, columns=["method", "level", "oracle_mean", "tuned_mean", "reference_mean", "share_improved", "n"]
+    )
 
 
 def misspecification_downside(table: pd.DataFrame, reference: str = "knn") -> pd.DataFrame:
@@ -176,11 +186,13 @@ def misspecification_downside(table: pd.DataFrame, reference: str = "knn") -> pd
     if reference not in table.index:
         raise ValueError(f"reference method {reference!r} is not a row of the table ({list(table.index)})")
     loss = (table.loc[[reference]].to_numpy() - table.drop(index=reference)).dropna(how="all")
-    out = pd.DataFrame({
-        "downside": loss.max(axis=1),
-        "worst_level": loss.idxmax(axis=1),
-        "loss_at_heaviest": loss.iloc[:, -1],
-    })
+    out = pd.DataFrame(
+        {
+            "downside": loss.max(axis=1),
+            "worst_level": loss.idxmax(axis=1),
+            "loss_at_heaviest": loss.iloc[:, -1],
+        }
+    )
     out.index.name = "method"
     return out.reset_index()
 
@@ -237,14 +249,18 @@ def level_contrasts(
             column = values[:, j]
             present = ~np.isnan(column)
             low, high = percentile_interval(draws[:, j], confidence)
-            records.append({
-                "method": method,
-                "level": levels[j] if name != "interaction" else "heavy-clean",
-                "kind": "interaction" if name == "interaction" else "level",
-                "mean_diff": float(column[present].mean()) if present.any() else math.nan,
-                "ci_low": low, "ci_high": high, "p_value": bootstrap_p_value(draws[:, j]) if present.any() else math.nan,
-                "n": int(present.sum()),
-            })
+            records.append(
+                {
+                    "method": method,
+                    "level": levels[j] if name != "interaction" else "heavy-clean",
+                    "kind": "interaction" if name == "interaction" else "level",
+                    "mean_diff": float(column[present].mean()) if present.any() else math.nan,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "p_value": bootstrap_p_value(draws[:, j]) if present.any() else math.nan,
+                    "n": int(present.sum()),
+                }
+            )
     out = pd.DataFrame(records, columns=["method", "level", "kind", "mean_diff", "ci_low", "ci_high", "p_value", "n"])
     out["p_holm"] = np.nan
     for kind in ("level", "interaction"):
@@ -260,12 +276,12 @@ class DiversityStudy:
 
     validation_ids: np.ndarray
     test_ids: np.ndarray
-    tuning: pd.DataFrame                 # method, point, val_score, n_val_queries, chosen (validation)
-    means: pd.DataFrame                  # method, level, mean, ci_low, ci_high, n
-    oracles: pd.DataFrame                # method, level, oracle_mean, tuned_mean, reference_mean, share_improved, n
-    contrasts: pd.DataFrame              # method, level, kind, mean_diff, ci_low, ci_high, p_value, n, p_holm
-    downside: pd.DataFrame | None        # per method (None with a single level)
-    regret: pd.DataFrame | None          # per method (None with a single level)
+    tuning: pd.DataFrame  # method, point, val_score, n_val_queries, chosen (validation)
+    means: pd.DataFrame  # method, level, mean, ci_low, ci_high, n
+    oracles: pd.DataFrame  # method, level, oracle_mean, tuned_mean, reference_mean, share_improved, n
+    contrasts: pd.DataFrame  # method, level, kind, mean_diff, ci_low, ci_high, p_value, n, p_holm
+    downside: pd.DataFrame | None  # per method (None with a single level)
+    regret: pd.DataFrame | None  # per method (None with a single level)
     redundancy: pd.Series | None = None  # mean measured pool redundancy per level
     trigger_rate: pd.DataFrame = field(default_factory=pd.DataFrame)  # method x level, for methods that report it
     reference: str = "knn"
@@ -317,8 +333,9 @@ def diversity_study(
     if trigger_column and trigger_column in test.columns:
         fired = at_chosen(test, chosen).dropna(subset=[trigger_column])
         if not fired.empty:
-            trigger = pd.DataFrame({method: _level_rate(group, trigger_column)
-                                    for method, group in fired.groupby("method")}).T
+            trigger = pd.DataFrame(
+                {method: _level_rate(group, trigger_column) for method, group in fired.groupby("method")}
+            ).T
     return DiversityStudy(
         validation_ids=validation_ids,
         test_ids=test_ids,

@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-_BLOCK_TAGS = frozenset(["p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "pre", "hr", "table", "tr", "title", "body", "html"])
+_BLOCK_TAGS = frozenset(
+    [
+        "p",
+        "div",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "li",
+        "blockquote",
+        "pre",
+        "hr",
+        "table",
+        "tr",
+        "title",
+        "body",
+        "html",
+    ]
+)
 _SKIP_TAGS = frozenset(["script", "style", "head"])
 
 

@@ -194,9 +194,7 @@ def raptor_clusters(embeddings: np.ndarray, config: ClusteringConfig, seed: int)
     n = len(embeddings)
     if n <= 2:
         return [np.arange(n)]
-    reduced, _ = fit_reducer(
-        embeddings, config.reduction_dim, config.reducer, seed, int((n - 1) ** 0.5), config.metric
-    )
+    reduced, _ = fit_reducer(embeddings, config.reduction_dim, config.reducer, seed, int((n - 1) ** 0.5), config.metric)
     clusters: list[np.ndarray] = []
     for members in mixture_clusters(reduced, config, seed):
         # RAPTOR leaves a global cluster of at most dim + 1 nodes as it is.

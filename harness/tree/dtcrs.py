@@ -71,9 +71,13 @@ class DynamicTree(RecursiveSummaryTree):
             raise ValueError(f"tree {name!r}: unknown tree_classes {unknown}; choose from {QUESTION_CLASSES}")
         if classifier not in CLASSIFIERS:
             raise ValueError(f"tree {name!r}: classifier must be one of {CLASSIFIERS}, got {classifier!r}")
-        for field, value in (("max_subquestions", max_subquestions), ("toc_input_tokens", toc_input_tokens),
-                             ("toc_max_tokens", toc_max_tokens), ("classify_max_tokens", classify_max_tokens),
-                             ("decompose_max_tokens", decompose_max_tokens)):
+        for field, value in (
+            ("max_subquestions", max_subquestions),
+            ("toc_input_tokens", toc_input_tokens),
+            ("toc_max_tokens", toc_max_tokens),
+            ("classify_max_tokens", classify_max_tokens),
+            ("decompose_max_tokens", decompose_max_tokens),
+        ):
             if value < 1:
                 raise ValueError(f"tree {name!r}: {field} must be >= 1, got {value}")
         self.tree_classes = tree_classes
@@ -108,7 +112,9 @@ class DynamicTree(RecursiveSummaryTree):
         measure = self.measure(services)
 
         start = time.perf_counter()
-        classification = classify_question(example.question, lm, self.classifier, example.qtype, self.classify_max_tokens)
+        classification = classify_question(
+            example.question, lm, self.classifier, example.qtype, self.classify_max_tokens
+        )
         classify_seconds = time.perf_counter() - start
         info: StageInfo = {
             "question_class": classification.label,

@@ -43,9 +43,32 @@ _LABEL_PATTERNS = {
 }
 
 _AUXILIARIES = frozenset(
-    ["is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "will", "would", "should", "shall", "has", "have", "had", "may", "might", "must"]
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "shall",
+        "has",
+        "have",
+        "had",
+        "may",
+        "might",
+        "must",
+    ]
 )
-_QUANTITY_AFTER_HOW = frozenset(["many", "much", "big", "large", "long", "often", "old", "far", "few", "small", "high", "low", "fast", "well"])
+_QUANTITY_AFTER_HOW = frozenset(
+    ["many", "much", "big", "large", "long", "often", "old", "far", "few", "small", "high", "low", "fast", "well"]
+)
 _ABSTRACTIVE_STARTS = ("why", "explain", "describe", "compare", "summarize", "summarise", "discuss", "in what way")
 _ABSTRACTIVE_NOUNS = re.compile(
     r"^what (?:is|are|was|were) (?:the )?(?:main )?(?:effect|effects|impact|difference|differences|relationship|role|"
@@ -165,7 +188,9 @@ def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
     return found
 
 
-def decompose_question(question: str, toc: str, lm, max_subquestions: int = 4, max_new_tokens: int = 150) -> tuple[list[str], str, str]:
+def decompose_question(
+    question: str, toc: str, lm, max_subquestions: int = 4, max_new_tokens: int = 150
+) -> tuple[list[str], str, str]:
     """(sub-questions, source, raw output): source ``lm``, or ``fallback`` (the question itself) when
     nothing parseable came back."""
     prompt = DECOMPOSE_PROMPT.format(toc=toc or "(none)", question=question.strip(), max_subquestions=max_subquestions)

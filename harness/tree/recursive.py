@@ -125,7 +125,9 @@ class RecursiveSummaryTree(Tree):
         return services.tokens if services.tokens is not None else WordCounter()
 
     def builder(self, services: TreeServices) -> TreeBuilder:
-        return TreeBuilder(self.language_model(services), services.encoder, self.measure(services), self.settings, services.seed)
+        return TreeBuilder(
+            self.language_model(services), services.encoder, self.measure(services), self.settings, services.seed
+        )
 
     # -- leaves -------------------------------------------------------------------------------------
 
@@ -230,8 +232,12 @@ class RecursiveSummaryTree(Tree):
         return self.ranked(pool, candidates, embeddings)
 
     def _traversal_pool(self, pool: Pool, tree: SummaryTree, layer_embeddings: list[np.ndarray]) -> Pool:
-        chosen = traverse(layer_embeddings, [[n.children for n in layer] for layer in tree.layers],
-                          pool.query_embedding, self.traversal_top_k)
+        chosen = traverse(
+            layer_embeddings,
+            [[n.children for n in layer] for layer in tree.layers],
+            pool.query_embedding,
+            self.traversal_top_k,
+        )
         in_pool = {}
         for i, cand in enumerate(pool.candidates):
             in_pool.setdefault(cand.cand_id, i)
@@ -245,8 +251,16 @@ class RecursiveSummaryTree(Tree):
                     vectors.append(pool.embeddings[in_pool[doc_id]])
                     continue
                 doc = pool.example.document(doc_id)
-                candidates.append(Candidate(doc_id, doc.text, (doc_id,), doc.title,
-                                            tuple(s.strip() for s in doc.sentences if s.strip()), kind="document"))
+                candidates.append(
+                    Candidate(
+                        doc_id,
+                        doc.text,
+                        (doc_id,),
+                        doc.title,
+                        tuple(s.strip() for s in doc.sentences if s.strip()),
+                        kind="document",
+                    )
+                )
             else:
                 candidates.append(self.summary_candidate(node))
             vectors.append(layer_embeddings[layer][index])

@@ -52,8 +52,10 @@ class SummaryTree:
 
     def to_json(self) -> dict:
         return {
-            "layers": [[{"text": n.text, "children": list(n.children), "source_ids": list(n.source_ids)} for n in layer]
-                       for layer in self.layers],
+            "layers": [
+                [{"text": n.text, "children": list(n.children), "source_ids": list(n.source_ids)} for n in layer]
+                for layer in self.layers
+            ],
             "build_seconds": self.build_seconds,
             "timings": self.timings,
             "empty_summaries": self.empty_summaries,
@@ -175,5 +177,7 @@ class TreeBuilder:
             sources = tuple(dict.fromkeys(s for i in children for s in below[i].source_ids))
             nodes.append(TreeNode(layer, len(nodes), summary, children, sources))
         if dropped:
-            log.warning("layer %d: %d of %d cluster summaries came back empty and were dropped", layer, dropped, len(clusters))
+            log.warning(
+                "layer %d: %d of %d cluster summaries came back empty and were dropped", layer, dropped, len(clusters)
+            )
         return nodes, dropped
