@@ -114,7 +114,7 @@ def main() -> None:
         answers, seconds = timed_answers(reader, prompts)
         assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
         results[batch_size] = (answers, seconds, reader)
-        correct = sum(gold.lower() in a.lower() for a, (_, _, gold) in zip(answers, rows))
+        correct = sum(gold.lower() in a.lower() for a, (_, _, gold) in zip(answers, rows, strict=False))
         print(
             f"batch size {batch_size:>2}: {seconds:6.1f} s, {len(prompts) / seconds:5.2f} questions/s, "
             f"gold answer in output {correct}/{len(prompts)}"
@@ -125,7 +125,7 @@ def main() -> None:
     base = results[1][1]
     for batch_size in args.batch_sizes:
         answers, seconds, _ = results[batch_size]
-        same = sum(a == b for a, b in zip(answers, results[1][0]))
+        same = sum(a == b for a, b in zip(answers, results[1][0], strict=False))
         print(
             f"speed-up batch {batch_size} vs 1: {base / seconds:.2f}x; answers identical to batch size 1: "
             f"{same}/{len(prompts)}"

@@ -85,8 +85,8 @@ def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
         "s_per_q": seconds / len(rows),
         "cpu_s_per_q": cpu / len(rows),
         "qps": len(rows) / seconds,
-        "f1": sum(f1_score(a, g) for a, g in zip(answers, golds)) / len(rows),
-        "em": sum(exact_match(a, g) for a, g in zip(answers, golds)) / len(rows),
+        "f1": sum(f1_score(a, g) for a, g in zip(answers, golds, strict=False)) / len(rows),
+        "em": sum(exact_match(a, g) for a, g in zip(answers, golds, strict=False)) / len(rows),
         "prompt_tokens": sum(tokens) / len(tokens),
         "answers": answers,
     }
@@ -138,15 +138,17 @@ def main() -> None:
 
     print()
     print(
-        "| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM | same answers as row 1 of rung |"
+        "| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM "
+        "| same answers as row 1 of rung |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
         first = next(r for r in results if r["rung"] == result["rung"])
-        same = sum(a == b for a, b in zip(result["answers"], first["answers"]))
+        same = sum(a == b for a, b in zip(result["answers"], first["answers"], strict=False))
         print(
             f"| {result['rung']} ({OFFLINE_MODELS[result['rung']].quantization}) | {result['backend']} | "
-            f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | {result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
+            f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | "
+            f"{result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
             f"{result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |"
         )
     for rung in rungs:

@@ -48,7 +48,7 @@ from harness.tree.summary_tree import SummaryTree
 def layer_coverage(tree: SummaryTree, embeddings: list[np.ndarray], query: np.ndarray, gold: set[str]):
     """[(share, top1)] per layer (see the module docstring)."""
     out = []
-    for layer, vectors in zip(tree.layers, embeddings):
+    for layer, vectors in zip(tree.layers, embeddings, strict=False):
         if not layer:
             continue
         share = float(np.mean([bool(gold & set(n.source_ids)) for n in layer]))
@@ -178,7 +178,8 @@ def main() -> None:
                 results["dtcrs"][e.question_id]["lm_class"] = f"{verdict.label} ({verdict.source})"
             d = results["dtcrs"][e.question_id]
             print(
-                f"dtcrs {e.question_id[:8]} ({d['class']}/{d['class_source']}): {len(d['subquestions'])} sub-questions, "
+                f"dtcrs {e.question_id[:8]} ({d['class']}/{d['class_source']}): "
+                f"{len(d['subquestions'])} sub-questions, "
                 f"nodes/layer {d['nodes_per_layer']}, {d['build_seconds']} s",
                 flush=True,
             )
@@ -198,11 +199,13 @@ def report(results: dict) -> None:
     print(f"{'paper':<12} {'chunks':>6} {'nodes per layer':<22} {'summaries':>9} {'build s':>8}")
     for pid, r in raptor.items():
         print(
-            f"{pid:<12} {r['chunks']:>6} {r['nodes_per_layer']!s:<22} {r['summary_nodes']:>9} {r['build_seconds']:>8.1f}"
+            f"{pid:<12} {r['chunks']:>6} {r['nodes_per_layer']!s:<22} "
+            f"{r['summary_nodes']:>9} {r['build_seconds']:>8.1f}"
         )
     print("\nDTCRS, one tree per abstractive question")
     print(
-        f"{'question':<10} {'paper':<12} {'class':<22} {'subq':>4} {'nodes per layer':<16} {'summaries':>9} {'build s':>8}"
+        f"{'question':<10} {'paper':<12} {'class':<22} {'subq':>4} "
+        f"{'nodes per layer':<16} {'summaries':>9} {'build s':>8}"
     )
     for qid, d in dtcrs.items():
         label = f"{d['class']} ({d['class_source']})"

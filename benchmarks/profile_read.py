@@ -73,7 +73,7 @@ def main() -> None:
             show_progress=False,
             **extra,
         )
-        prompts = [reader.render_prompt(q, c) for q, c in zip(rows["question"], rows["context"])]
+        prompts = [reader.render_prompt(q, c) for q, c in zip(rows["question"], rows["context"], strict=False)]
         with Clock() as load:
             reader.module  # noqa: B018 - loads the weights
         with Clock() as first:

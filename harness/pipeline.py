@@ -171,7 +171,10 @@ class Pipeline:
 
         start, offset = time.perf_counter(), 0
         for (pool, selected, stage_info), snippets, retr in zip(
-            selections, all_snippets, tqdm(retrieval, desc=f"pack={self.packer.name} B={cfg.budget}", leave=False)
+            selections,
+            all_snippets,
+            tqdm(retrieval, desc=f"pack={self.packer.name} B={cfg.budget}", leave=False),
+            strict=False,
         ):
             vectors = flat_vectors[offset : offset + len(snippets)]
             offset += len(snippets)
@@ -216,7 +219,7 @@ class Pipeline:
         else:
             responses = [{"answer": a, "raw": a} for a in self.reader.answer(prompts)]
         # The whole generation goes into the row next to the extracted answer (only this chunk's prompts).
-        self.raw_answers = {prompt: r["raw"] for prompt, r in zip(prompts, responses)}
+        self.raw_answers = {prompt: r["raw"] for prompt, r in zip(prompts, responses, strict=False)}
         self._timed("read", start)
         return [r["answer"] for r in responses]
 
@@ -331,7 +334,8 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         # read=false: retrieval/selection studies that need no answers (EM and F1 are left empty).
         answers = pipeline.read(items) if cfg.get("read", True) else [None] * len(items)
         fresh = [
-            normalise_row(pipeline.row(item, answer, choices, config_columns)) for item, answer in zip(items, answers)
+            normalise_row(pipeline.row(item, answer, choices, config_columns))
+            for item, answer in zip(items, answers, strict=False)
         ]
         journal.append(fresh)
         done.update((r["question_id"], r) for r in fresh)

@@ -41,7 +41,7 @@ def demo_pools(setting: str = "distractor", rho: float = 0.3):
 
 def assert_same_pools(left, right) -> None:
     assert len(left) == len(right)
-    for a, b in zip(left, right):
+    for a, b in zip(left, right, strict=False):
         # Example equality skips metadata (compare=False), so it is checked on its own.
         assert a.example == b.example and a.example.metadata == b.example.metadata
         assert a.candidates == b.candidates
@@ -311,7 +311,8 @@ import json
 from harness.fingerprint import code_fingerprint
 from harness.read.reader import Reader
 reader = Reader(name="r", offline_model="smollm2")
-print(json.dumps({"response": reader.cache_key("a prompt"), **{s: code_fingerprint(s) for s in ("pools", "tree", "lm", "run")}}))
+fingerprints = {s: code_fingerprint(s) for s in ("pools", "tree", "lm", "run")}
+print(json.dumps({"response": reader.cache_key("a prompt"), **fingerprints}))
 """
 
 

@@ -197,7 +197,7 @@ def test_two_runs_sharing_one_cache_at_once_finish_with_identical_rows(tmp_path,
         for i in (1, 2)
     ]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
-    for proc, output in zip(procs, outputs):
+    for proc, output in zip(procs, outputs, strict=False):
         assert proc.returncode == 0, output[-4000:]
     first, second = rows(tmp_path / "r1"), rows(tmp_path / "r2")
     assert len(first) == (4 if read else 12)

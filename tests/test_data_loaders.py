@@ -66,7 +66,7 @@ def test_hotpotqa_distractor_sample():
     assert [e.question_id for e in examples if len(e.documents) == 2] == ["5abd259d55429924427fcf1a"]
     assert Counter(e.qtype for e in examples) == {"bridge": 82, "comparison": 21}
     assert {(e.dataset, e.split) for e in examples} == {("hotpotqa", "dev")}
-    for e, r in zip(examples, raw):
+    for e, r in zip(examples, raw, strict=False):
         gold_titles = {e.document(d).title for d in e.gold_doc_ids}
         assert gold_titles == {t for t, _ in r["supporting_facts"]}
         assert e.answers == (r["answer"],)
@@ -90,7 +90,7 @@ def test_hotpotqa_fullwiki_sample_keeps_questions_with_missing_gold():
     _check_ids(examples)
     assert {e.dataset for e in examples} == {"hotpotqa_fullwiki"}
     assert all(e.hops == 2 for e in examples)  # every question cites 2 titles, present or not
-    for e, r in zip(examples, raw):
+    for e, r in zip(examples, raw, strict=False):
         context_titles = {t for t, _ in r["context"]}
         cited = {t for t, _ in r["supporting_facts"]}
         assert {e.document(d).title for d in e.gold_doc_ids} == cited & context_titles
@@ -119,12 +119,12 @@ def test_musique_sample():
     assert len(examples) == 100
     _check_ids(examples)
     assert {(e.dataset, e.split, e.qtype, e.hops) for e in examples} == {("musique", "dev", "2hop", 2)}
-    for e, r in zip(examples, raw):
+    for e, r in zip(examples, raw, strict=False):
         assert len(e.documents) == len(r["paragraphs"]) == 20
         supporting = [f"{r['id']}::{p['idx']}" for p in r["paragraphs"] if p["is_supporting"]]
         assert list(e.gold_doc_ids) == supporting
         assert e.answers[0] == r["answer"]
-        for d, p in zip(e.documents, r["paragraphs"]):
+        for d, p in zip(e.documents, r["paragraphs"], strict=False):
             # Splitting only cuts at whitespace: the sentences re-joined give the paragraph back.
             assert _squash(" ".join(d.sentences)) == _squash(p["paragraph_text"])
     first = examples[0]

@@ -35,7 +35,7 @@ def request_from(question, texts, embeddings, budget, docs=None, costs=None) -> 
             position=i,
             rank=int(d[1:]) if d[1:].isdigit() else 0,
         )
-        for i, (t, d) in enumerate(zip(texts, docs))
+        for i, (t, d) in enumerate(zip(texts, docs, strict=False))
     ]
     query = np.zeros(embeddings.shape[1], dtype=np.float32)
     query[0] = 1.0

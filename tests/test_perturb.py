@@ -17,7 +17,7 @@ def test_word_windows_by_hand():
 def test_injection_freezes_pool_size_and_keeps_sources(hash_encoder):
     pools = [make_pool(n_docs=10, seed=s) for s in range(4)]
     out = NearDuplicateInjection(rho=0.5).apply(pools, hash_encoder, seed=3)
-    for clean, noisy in zip(pools, out):
+    for clean, noisy in zip(pools, out, strict=False):
         assert len(noisy.candidates) == len(clean.candidates)
         originals = {c.cand_id: c for c in clean.candidates}
         for cand in noisy.candidates:

@@ -39,14 +39,18 @@ REAL_OUTPUTS = [
     (
         "5ae2b770554299495565db0f",
         "March and April",
-        "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le",
-        "The annual documentary film festival, that is presented by the British journal of literary essays, held in March, is in Le",
+        "The annual documentary film festival, that is presented by the British journal of literary essays, "
+        "held in March, is in Le",
+        "The annual documentary film festival, that is presented by the British journal of literary essays, "
+        "held in March, is in Le",
     ),
     (
         "5abf63f15542997ec76fd3ea",
         "October 1922",
-        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro",
-        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that ended when the Pro",
+        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that "
+        "ended when the Pro",
+        "Alexander Kerensky was defeated and destroyed by the Bolsheviks in the course of a civil war that "
+        "ended when the Pro",
     ),
     (
         "5ae4a3265542995ad6573de5",
@@ -57,8 +61,10 @@ REAL_OUTPUTS = [
     (
         "5a828c8355429966c78a6a50",
         "Henry J. Kaiser",
-        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-",
-        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a Portuguese-",
+        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a "
+        "Portuguese-",
+        "Henry J. Kaiser, the father of modern American shipbuilding, was the founder of Kaiser Ventures, a "
+        "Portuguese-",
     ),
     (
         "5ab29c24554299449642c932",
@@ -112,8 +118,10 @@ REAL_OUTPUTS = [
     (
         "5a85eed75542996432c5713b",
         "Coahuila, Mexico",
-        "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India.",
-        "The descendants of the group of black Indians associated with the Seminole people settled in the old city of Hyderabad, India",
+        "The descendants of the group of black Indians associated with the Seminole people settled in the "
+        "old city of Hyderabad, India.",
+        "The descendants of the group of black Indians associated with the Seminole people settled in the "
+        "old city of Hyderabad, India",
     ),
     (
         "5abfb3425542990832d3a1c0",
@@ -136,8 +144,10 @@ REAL_OUTPUTS = [
     (
         "5a8f4c8d554299458435d5a3",
         "more than 70 countries",
-        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries.",
-        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in how many countries",
+        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in "
+        "how many countries.",
+        "Scott Parkin has been a vocal critic of Exxonmobil and another corporation that has operations in "
+        "how many countries",
     ),
     (
         "5a713ea95542994082a3e6e4",
@@ -258,7 +268,7 @@ def test_extraction_changes_scores_only_where_worked_out_by_hand():
     # and the stated answer is what it answered.
     first_line = [f1_score(raw.strip().splitlines()[0], gold) for _, gold, raw, _ in REAL_OUTPUTS]
     extracted = [f1_score(expected, gold) for _, gold, _, expected in REAL_OUTPUTS]
-    changed = {r[0]: (a, b) for r, a, b in zip(REAL_OUTPUTS, first_line, extracted) if a != b}
+    changed = {r[0]: (a, b) for r, a, b in zip(REAL_OUTPUTS, first_line, extracted, strict=False) if a != b}
     assert changed == {
         "5adbf0a255429947ff17385a": (0.0, 1.0),
         "5a84c4135542994c784dda31": (0.0, 1.0),

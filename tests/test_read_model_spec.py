@@ -87,7 +87,7 @@ class Counting:
 
     def __call__(self, prompts, keys):
         self.asked.append(list(prompts))
-        return {key: self.respond(prompt) for prompt, key in zip(prompts, keys)}
+        return {key: self.respond(prompt) for prompt, key in zip(prompts, keys, strict=False)}
 
 
 def test_response_cache_generates_each_distinct_prompt_once_and_commits_it(tmp_path):
@@ -140,7 +140,7 @@ def test_the_three_owners_store_under_their_old_keys(tmp_path):
     reader = Reader(name="r", pretrained="org/model", dtype="float32", cache_dir=tmp_path)
 
     def generate(prompts, keys):  # commits as the predict loop's ResponseCacheWriter does
-        new = {k: {"answer": p, "raw": p} for p, k in zip(prompts, keys)}
+        new = {k: {"answer": p, "raw": p} for p, k in zip(prompts, keys, strict=False)}
         reader.cache.put_texts(new)
         return new
 

@@ -37,12 +37,12 @@ def test_rerank_orders_by_cross_encoder_score_and_caches(tiny_cross_encoder, tmp
     pools = [make_pool(n_docs=6, seed=s) for s in range(2)]
     reranker = CrossEncoderReranker(model=tiny_cross_encoder, cache_dir=str(tmp_path))
     out = reranker.rerank(pools)
-    for before, after in zip(pools, out):
+    for before, after in zip(pools, out, strict=False):
         scores = [c.score for c in after.candidates]
         assert scores == sorted(scores, reverse=True)
         assert {c.cand_id for c in after.candidates} == {c.cand_id for c in before.candidates}
         by_id = {c.cand_id: i for i, c in enumerate(before.candidates)}
-        for row, cand in zip(after.embeddings, after.candidates):
+        for row, cand in zip(after.embeddings, after.candidates, strict=False):
             np.testing.assert_array_equal(row, before.embeddings[by_id[cand.cand_id]])
     again = CrossEncoderReranker(model=tiny_cross_encoder, cache_dir=str(tmp_path))
     assert [c.cand_id for c in again.rerank(pools)[0].candidates] == [c.cand_id for c in out[0].candidates]

@@ -274,7 +274,7 @@ def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_pat
         assert all(v is None or isinstance(v, (bool, int, float, str)) for v in line.values())
     by_id = {line["question_id"]: line for line in journal}
     for column in sorted(pack_columns):
-        for qid, value in zip(rows["question_id"], rows[column]):
+        for qid, value in zip(rows["question_id"], rows[column], strict=False):
             assert by_id[qid][column] == value
 
 

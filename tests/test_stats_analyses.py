@@ -28,7 +28,7 @@ def policy_rows(values, flags=None, seeds=(1,)):
     """Rows of one policy: values[q][s] for question q and seed s (None = missing row)."""
     records = []
     for q, per_seed in enumerate(values):
-        for s, value in zip(seeds, per_seed):
+        for s, value in zip(seeds, per_seed, strict=False):
             if value is None:
                 continue
             record = {"question_id": f"q{q}", "seed": s, "f1": value}

@@ -145,7 +145,9 @@ def test_level_contrasts_constant_effects_and_holm():
         ],
         questions,
     )
-    frame["value"] += [base[(q, s, lv)] for q, s, lv in zip(frame["question"], frame["seed"], frame["level"])]
+    frame["value"] += [
+        base[(q, s, lv)] for q, s, lv in zip(frame["question"], frame["seed"], frame["level"], strict=False)
+    ]
     chosen = {"knn": "default", "mmr": "l", "dpp": "default"}
     out = level_contrasts(frame, chosen, n_resamples=199, seed=0)
     mmr = out[out["method"] == "mmr"].set_index("kind")

@@ -106,7 +106,7 @@ def test_seeded_layer_uses_one_component_per_seed_with_reduced_seed_means():
     np.testing.assert_allclose(fit.means_init, fit.mixture.means_init)
     assert fit.mixture.n_components == 2 and isinstance(fit.reducer, PCA)
     # Component 0 was seeded at group 3 and keeps it; component 1 at group 1.
-    by_component = dict(zip(fit.components, (tuple(c) for c in clusters)))
+    by_component = dict(zip(fit.components, (tuple(c) for c in clusters), strict=False))
     assert set(range(30, 45)) <= set(by_component[0])
     assert set(range(15)) <= set(by_component[1])
 

@@ -207,7 +207,7 @@ def test_dynamic_tree_seeds_the_first_layer_with_subquestion_means():
     # One first-layer node per sub-question, each about that sub-question's topic.
     assert info["nodes_per_layer"][:2] == [18, 3]
     built_children = [set(n.children) for n in _first_layer(tree, info)]
-    for component, topic_block in zip(fit.components, ([0, 6], [6, 12], [12, 18])):
+    for component, topic_block in zip(fit.components, ([0, 6], [6, 12], [12, 18]), strict=False):
         assert set(range(*topic_block)) <= built_children[fit.components.index(component)]
     assert info["build_seconds"] > 0 and info["timings"]["toc_seconds"] >= 0
     assert len(out.candidates) == 18 + info["summary_nodes"]

@@ -10,8 +10,9 @@ file (stable for a given file).
 its URL; text split into sentences), shared by every claim that cites it. Entries that are a bare
 URL (Bing Chat answers, for one) carry no text and make no document; a record whose evidence is
 all bare URLs (or that cites no evidence at all) has nothing to retrieve and is skipped by the
-loader, as is a record without any system answer (:func:`skip_reason`), with one counted warning per reason. A record repeating an
-earlier one's question and systems is a DatasetFormatError (it would be scored twice). Gold documents are those the answer string cites by ``[n]``.
+loader, as is a record without any system answer (:func:`skip_reason`), with one counted warning per
+reason. A record repeating an earlier one's question and systems is a DatasetFormatError (it would be
+scored twice). Gold documents are those the answer string cites by ``[n]``.
 Answers are each system's ``answer_string`` then its expert-revised ``revised_answer_string``.
 ``qtype`` is ``metadata.field`` (Healthcare / Medicine, Engineering and Technology, ...).
 """

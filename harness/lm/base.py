@@ -74,7 +74,7 @@ class CachedChatLM(ABC):
             outputs = self._generate(missing, max_new_tokens)
             if len(outputs) != len(missing):
                 raise RuntimeError(f"{self.name}: backend returned {len(outputs)} responses for {len(missing)} prompts")
-            return {key: str(output) for key, output in zip(keys, outputs)}
+            return {key: str(output) for key, output in zip(keys, outputs, strict=False)}
 
         found, _ = self.response_cache.responses(prompts, lambda p: self.cache_key(p, max_new_tokens), generate)
         return [str(response) for response in found]

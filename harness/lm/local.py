@@ -127,6 +127,6 @@ class LocalChatLM(CachedChatLM):
                     pad_token_id=tokenizer.pad_token_id,
                 )
             new_tokens = generated[:, enc["input_ids"].shape[1] :]
-            for i, row in zip(batch, new_tokens):
+            for i, row in zip(batch, new_tokens, strict=False):
                 outputs[i] = tokenizer.decode(row, skip_special_tokens=True).strip()
         return outputs

@@ -48,7 +48,7 @@ def _qasper_references(example: Example) -> list[tuple[str, str]]:
             f"question {example.question_id!r}: metadata['answer_types'] must align with its "
             f"{len(example.answers)} answers (load it with harness.data.qasper)"
         )
-    return list(zip(example.answers, types))
+    return list(zip(example.answers, types, strict=False))
 
 
 def qasper_answer_f1(prediction: str, example: Example) -> tuple[float, str]:
@@ -64,7 +64,7 @@ def qasper_scores(predictions: Sequence[str], examples: Sequence[Example]) -> di
         raise ValueError(f"{len(predictions)} predictions for {len(examples)} questions")
     overall: list[float] = []
     by_type: dict[str, list[float]] = {t: [] for t in QASPER_TYPES}
-    for prediction, example in zip(predictions, examples):
+    for prediction, example in zip(predictions, examples, strict=False):
         score, kind = qasper_answer_f1(prediction, example)
         overall.append(score)
         by_type.setdefault(kind, []).append(score)
@@ -117,7 +117,7 @@ def quality_accuracy(predictions: Sequence[str], examples: Sequence[Example]) ->
     if len(predictions) != len(examples):
         raise ValueError(f"{len(predictions)} predictions for {len(examples)} questions")
     correct, correct_hard, unmapped = [], [], 0
-    for prediction, example in zip(predictions, examples):
+    for prediction, example in zip(predictions, examples, strict=False):
         options, gold = example.metadata.get("options"), example.metadata.get("gold_index")
         if options is None or gold is None:
             raise ValueError(
@@ -233,8 +233,10 @@ def narrativeqa_scores(predictions: Sequence[str], references: Sequence[Sequence
     return {
         "bleu1": corpus_bleu_score(predictions, references, 1),
         "bleu4": corpus_bleu_score(predictions, references, 4),
-        "rougeL": _mean([rouge_l(p, r) for p, r in zip(predictions, references)]),
-        "meteor": _mean([meteor(p, r) for p, r in zip(predictions, references)]) if available else math.nan,
+        "rougeL": _mean([rouge_l(p, r) for p, r in zip(predictions, references, strict=False)]),
+        "meteor": _mean([meteor(p, r) for p, r in zip(predictions, references, strict=False)])
+        if available
+        else math.nan,
         "meteor_available": available,
         "meteor_unavailable_reason": reason,
         "n": len(predictions),

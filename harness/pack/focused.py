@@ -88,7 +88,7 @@ class QueryFocusedPacker(Packer):
         covered = features.incidence[chosen].any(axis=0) if chosen else np.zeros(len(ordered_terms), dtype=bool)
         extra = {
             "query_terms": ordered_terms,
-            "covered_terms": [t for t, c in zip(ordered_terms, covered) if c],
+            "covered_terms": [t for t, c in zip(ordered_terms, covered, strict=False) if c],
             "skipped_snippets": skipped,  # chosen by the greedy but too long for what was left
             "packed_cost": packed_cost(features.costs[chosen]),
         }

@@ -18,8 +18,8 @@ way llmlingua's target is soft: the result is counted with the reader tokenizer,
 the target lowered by the overshoot (up to ``max_attempts`` runs), and truncated if it still overshoots.
 Text that already fits the budget is passed through uncompressed.
 
-The output is one new snippet, the compressed text, not one of the request's. Its ``source_ids`` are the candidates whose
-distinct content terms survive in the compressed text at a rate of at least ``source_overlap``: the
+The output is one new snippet, the compressed text, not one of the request's. Its ``source_ids`` are
+the candidates whose distinct content terms survive in the compressed text at a rate of at least ``source_overlap``: the
 compressor does not report which contexts it kept, and a candidate dropped by the context filter keeps
 only the terms it shares with others.
 """

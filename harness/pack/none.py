@@ -19,6 +19,6 @@ class NoPacker(Packer):
         costs = request.tokens.count_many(texts)
         snippets = [
             Snippet(text=text, cand_id=c.cand_id, source_ids=c.source_ids, tokens=cost, title=c.title, rank=rank)
-            for rank, (c, text, cost) in enumerate(zip(candidates, texts, costs))
+            for rank, (c, text, cost) in enumerate(zip(candidates, texts, costs, strict=False))
         ]
         return Context(snippets=snippets, budget=None, packer=self.name)

@@ -41,7 +41,7 @@ def make_snippets(pool: Pool, tokens: TokenCounter, unit: str = "sentence", wind
             position=position,
             rank=rank,
         )
-        for (text, rank, position, cand), cost in zip(pieces, costs)
+        for (text, rank, position, cand), cost in zip(pieces, costs, strict=False)
     ]
 
 

@@ -59,7 +59,7 @@ class OverlappingChunks(Perturbation):
         view = embeds_title(encoder)
         vectors = encoder.encode_documents([candidate_text(c, view) for windows in chunked for c in windows])
         out, offset = [], 0
-        for pool, windows in zip(pools, chunked):
+        for pool, windows in zip(pools, chunked, strict=False):
             emb = vectors[offset : offset + len(windows)]
             offset += len(windows)
             size = len(pool.candidates) if self.freeze_pool_size else None

@@ -67,7 +67,7 @@ class NearDuplicateInjection(Perturbation):
         view = embeds_title(encoder)
         vectors = encoder.encode_documents([candidate_text(c, view) for copies in copies_per_pool for c in copies])
         offset = 0
-        for pool, copies in zip(pools, copies_per_pool):
+        for pool, copies in zip(pools, copies_per_pool, strict=False):
             new_vectors = vectors[offset : offset + len(copies)]
             offset += len(copies)
             candidates = pool.candidates + copies

@@ -59,7 +59,8 @@ def assemble(spec: OfflineModel, models_dir: str | Path = DEFAULT_MODELS_DIR, la
         got = sha256_file(target)
         if got != spec.sha256.lower():
             raise ChecksumMismatchError(
-                f"{target} exists with sha256 {got}, expected {spec.sha256.lower()} for {label}; remove it and assemble again"
+                f"{target} exists with sha256 {got}, expected {spec.sha256.lower()} for {label}; "
+                "remove it and assemble again"
             )
         log.info("%s already assembled and verified at %s", label, target)
         return target

@@ -124,7 +124,9 @@ class ReaderModule(pl.LightningModule):
         if not batch["prompts"]:  # padding that gives every process of a multi-process read a batch
             return []
         texts = self.generate(batch["prompts"])
-        return [{"prompt_key": k, "answer": extract_answer(t), "raw": t} for k, t in zip(batch["keys"], texts)]
+        return [
+            {"prompt_key": k, "answer": extract_answer(t), "raw": t} for k, t in zip(batch["keys"], texts, strict=False)
+        ]
 
 
 class ResponseCacheWriter(pl.Callback):

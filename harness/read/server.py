@@ -236,7 +236,7 @@ class ServerReader:
         raws: dict[str, str] = {}
         failure: tuple[int, BaseException] | None = None
         index = {p: i for i, p in enumerate(prompts)}
-        keys = dict(zip(prompts, prompt_keys))
+        keys = dict(zip(prompts, prompt_keys, strict=False))
         abort = threading.Event()
 
         def request(prompt: str) -> tuple[str, dict[str, Any]] | None:

@@ -261,7 +261,7 @@ def _study_tables(result: StudyResult) -> dict[str, tuple[pd.DataFrame, pd.DataF
                     "method": contrasts["method"].map(lambda m: _method_label(m, chosen.get(m, "default"))),
                     "level": [
                         ("heavy − clean (primary)" if k == "interaction" else level_label(lv))
-                        for lv, k in zip(contrasts["level"], contrasts["kind"])
+                        for lv, k in zip(contrasts["level"], contrasts["kind"], strict=False)
                     ],
                     f"Δ S-Recall vs {study.reference} [CI]": [
                         fmt_ci(r.mean_diff, r.ci_low, r.ci_high) for r in contrasts.itertuples()

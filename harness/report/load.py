@@ -286,7 +286,9 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
         # Label each distinct combination once, then give every row its combination's label.
         codes = rows.groupby(label_columns, sort=False, dropna=False).ngroup().to_numpy()
         firsts = rows.iloc[pd.Series(np.arange(len(rows))).groupby(codes).first().to_numpy()]
-        combos = [dict(zip(label_columns, values)) for values in firsts[label_columns].itertuples(index=False)]
+        combos = [
+            dict(zip(label_columns, values, strict=False)) for values in firsts[label_columns].itertuples(index=False)
+        ]
         labels = [policy_label(combo, label_columns) for combo in combos]
         order = [
             labels[i]

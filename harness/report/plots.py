@@ -55,14 +55,14 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
     written = []
     for keys, frame in groups:
         keys = keys if isinstance(keys, tuple) else (keys,)
-        suffix = " ".join(f"{short_name(k)}={format_value(v)}" for k, v in zip(split, keys))
+        suffix = " ".join(f"{short_name(k)}={format_value(v)}" for k, v in zip(split, keys, strict=False))
         fig = Figure(figsize=(6.0 * len(metrics), 4.6))
         axes = [fig.add_subplot(1, len(metrics), i + 1) for i in range(len(metrics))]
         policies = list(dict.fromkeys(frame["policy"]))
         # a small horizontal dodge keeps the interval bars of policies at the same budget apart
         span = float(frame["budget"].max() - frame["budget"].min())
         dodge = {p: (i - (len(policies) - 1) / 2) * 0.012 * span for i, p in enumerate(policies)}
-        for axis, metric in zip(axes, metrics):
+        for axis, metric in zip(axes, metrics, strict=False):
             for policy, lines in frame.groupby("policy", sort=False):
                 lines = lines.sort_values("budget")
                 axis.errorbar(

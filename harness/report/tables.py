@@ -100,7 +100,7 @@ def iter_groups(rows: pd.DataFrame, keys: Sequence[str]):
         return
     for values, group in rows.groupby(keys, sort=True, observed=True, dropna=False):
         values = values if isinstance(values, tuple) else (values,)
-        yield dict(zip(keys, values)), group
+        yield dict(zip(keys, values, strict=False)), group
 
 
 def _display_keys(keys: dict) -> dict[str, str]:

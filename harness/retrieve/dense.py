@@ -91,7 +91,7 @@ class DenseRetriever:
         texts = [document_text(doc, self.embed_title) for ex in examples for doc in ex.documents]
         vectors = self.encoder.encode_documents(texts)
         pools, offset = [], 0
-        for ex, query in zip(tqdm(examples, desc="retrieve", leave=False), queries):
+        for ex, query in zip(tqdm(examples, desc="retrieve", leave=False), queries, strict=False):
             n = len(ex.documents)
             doc_vectors = vectors[offset : offset + n]
             offset += n
@@ -104,7 +104,8 @@ class DenseRetriever:
                 Pool(
                     example=ex,
                     candidates=[
-                        _candidate(ex.documents[i], ex.documents[i].doc_id, s) for i, s in zip(chosen, scores[0])
+                        _candidate(ex.documents[i], ex.documents[i].doc_id, s)
+                        for i, s in zip(chosen, scores[0], strict=False)
                     ],
                     embeddings=doc_vectors[chosen],
                     query_embedding=query,
@@ -134,7 +135,7 @@ class DenseRetriever:
         for qi, ex in enumerate(examples):
             chosen = order[qi][order[qi] >= 0]
             candidates = []
-            for i, s in zip(chosen, scores[qi]):
+            for i, s in zip(chosen, scores[qi], strict=False):
                 key = keys[i]
                 owner = owners[key]
                 source_id = owner.get(ex.question_id) or next(iter(owner.values()))

@@ -80,7 +80,7 @@ class Encoder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [self.cache_key(t) for t in texts]
         found = self.cache.get_arrays(keys) if self.cache is not None else {}
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=False) if k not in found))
         if missing:
             self.calls += len(missing)
             vectors = self.model.encode(
@@ -90,7 +90,7 @@ class Encoder:
                 convert_to_numpy=True,
                 show_progress_bar=self.show_progress and len(missing) > 256,
             ).astype(np.float32)
-            new = {self.cache_key(t): v for t, v in zip(missing, vectors)}
+            new = {self.cache_key(t): v for t, v in zip(missing, vectors, strict=False)}
             if self.cache is not None:
                 self.cache.put_arrays(new)
             found.update(new)

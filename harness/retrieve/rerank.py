@@ -57,7 +57,10 @@ class CrossEncoderReranker:
                 show_progress_bar=len(missing) > 512,
                 activation_fn=None,
             )
-            new = {keys[i]: float(v) for i, v in zip(missing, np.asarray(logits, dtype=np.float64).reshape(-1))}
+            new = {
+                keys[i]: float(v)
+                for i, v in zip(missing, np.asarray(logits, dtype=np.float64).reshape(-1), strict=False)
+            }
             if self.cache is not None:
                 self.cache.put_texts(new)
             found.update(new)

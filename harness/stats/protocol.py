@@ -69,8 +69,8 @@ def operating_points(rows: pd.DataFrame, method_column: str, parameter_columns: 
         varying = [c for c in parameter_columns if group[c].map(format_parameter).nunique() > 1]
         if varying:
             labels.loc[group.index] = [
-                ", ".join(f"{parameter_name(c)}={format_parameter(v)}" for c, v in zip(varying, values))
-                for values in zip(*(group[c] for c in varying))
+                ", ".join(f"{parameter_name(c)}={format_parameter(v)}" for c, v in zip(varying, values, strict=False))
+                for values in zip(*(group[c] for c in varying), strict=False)
             ]
     return labels
 

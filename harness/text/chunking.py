@@ -70,7 +70,7 @@ def chunk_sentences(
     tags = list(sources) if sources is not None else [0] * len(sentences)
 
     units: list[tuple[str, int, int]] = []  # (text, tokens, source tag)
-    for sentence, tag in zip(sentences, tags):
+    for sentence, tag in zip(sentences, tags, strict=False):
         sentence = sentence.strip()
         if not sentence:
             continue

@@ -22,17 +22,23 @@ Question: {question}
 
 Reply with the type only: extractive, abstractive, yes/no or unanswerable."""
 
-TOC_PROMPT = """Document:
-{document}
+TOC_PROMPT = (
+    "Document:\n"
+    "{document}\n"
+    "\n"
+    "Write a table of contents for the document above: one line per section, each a short title saying what the"
+    " section covers. Reply with the table of contents only."
+)
 
-Write a table of contents for the document above: one line per section, each a short title saying what the section covers. Reply with the table of contents only."""
-
-DECOMPOSE_PROMPT = """Table of contents of a document:
-{toc}
-
-Question: {question}
-
-Break the question into at most {max_subquestions} simpler sub-questions, each answerable from one part of the document listed in the table of contents. Write one sub-question per line and nothing else."""
+DECOMPOSE_PROMPT = (
+    "Table of contents of a document:\n"
+    "{toc}\n"
+    "\n"
+    "Question: {question}\n"
+    "\n"
+    "Break the question into at most {max_subquestions} simpler sub-questions, each answerable from one part of"
+    " the document listed in the table of contents. Write one sub-question per line and nothing else."
+)
 
 # Label spellings an LM may use, mapped to the canonical class.
 _LABEL_PATTERNS = {

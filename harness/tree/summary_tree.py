@@ -168,7 +168,7 @@ class TreeBuilder:
         summaries = self.lm.chat(prompts, self.settings.summary_max_tokens) if prompts else []
         nodes: list[TreeNode] = []
         dropped = 0
-        for members, summary in zip(clusters, summaries):
+        for members, summary in zip(clusters, summaries, strict=False):
             summary = " ".join(summary.split())
             if not summary:
                 dropped += 1
