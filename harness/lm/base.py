@@ -11,22 +11,18 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
+from harness.protocols import ChatLM
 from harness.read.response_cache import ResponseCache
+
+__all__ = ["CACHE_FILE", "CachedChatLM", "ChatLM", "build_chat_lm"]
 
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "lm_responses.sqlite"
-
-
-@runtime_checkable
-class ChatLM(Protocol):
-    """Anything with ``chat(prompts, max_new_tokens) -> responses`` (one response per prompt, in order)."""
-
-    def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]: ...
 
 
 class CachedChatLM(ABC):

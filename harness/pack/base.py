@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.text.tokens import TokenCounter
+from harness.protocols import TokenMeasure
 from harness.types import Context, Pool, Snippet
 
 
@@ -21,7 +21,7 @@ class PackingRequest:
     snippet_embeddings: np.ndarray  # (n, d), L2-normalised, aligned with snippets
     query_embedding: np.ndarray  # (d,)
     budget: int  # reader tokens allowed for the rendered context
-    tokens: TokenCounter  # the reader's own tokenizer
+    tokens: TokenMeasure  # the reader's own tokenizer
     seed: int = 0
 
     @property

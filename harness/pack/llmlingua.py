@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.lexical import content_terms
+from harness.protocols import TokenMeasure
 from harness.stage import ratio
 from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
@@ -194,7 +195,7 @@ class LLMLinguaPacker(Packer):
     def compressor(self):
         return load_prompt_compressor(self.resolved_model(), self.use_llmlingua2, self.device, self.model_config)
 
-    def _target_tokens(self, compressor, text: str, budget: int, tokens: TokenCounter) -> int:
+    def _target_tokens(self, compressor, text: str, budget: int, tokens: TokenMeasure) -> int:
         if self.use_llmlingua2:
             return budget  # measured with the reader encoding attached to the compressor
         reader_tokens = max(tokens.count(text), 1)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from harness.text.tokens import TokenCounter
+from harness.protocols import TokenMeasure
 from harness.types import Pool, Snippet
 
 SEPARATOR = "\n"  # snippets are rendered one per line; a separator costs one token in every budget check
 
 
-def make_snippets(pool: Pool, tokens: TokenCounter, unit: str = "sentence", window: int = 2) -> list[Snippet]:
+def make_snippets(pool: Pool, tokens: TokenMeasure, unit: str = "sentence", window: int = 2) -> list[Snippet]:
     """Split each candidate into snippets.
 
     unit = ``sentence`` (one snippet per sentence), ``window`` (non-overlapping runs of ``window`` sentences)

@@ -27,7 +27,7 @@ class TokenCounter:
     def count(self, text: str) -> int:
         return self._count(text)
 
-    def count_many(self, texts: list[str]) -> list[int]:
+    def count_many(self, texts: Sequence[str]) -> list[int]:
         return [self._count(t) for t in texts]
 
     def truncate(self, text: str, max_tokens: int) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
 
+from harness.protocols import ChatLM, TextEncoder, TokenMeasure
 from harness.stage import StageInfo
 from harness.types import Pool
 
@@ -14,9 +14,9 @@ from harness.types import Pool
 class TreeServices:
     """Shared models a tree may call: the encoder (embed nodes) and a language model (summarise)."""
 
-    encoder: Any
-    language_model: Any = None
-    tokens: Any = None
+    encoder: TextEncoder
+    language_model: ChatLM | None = None
+    tokens: TokenMeasure | None = None
     seed: int = 0
 
 

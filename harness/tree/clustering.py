@@ -103,7 +103,7 @@ def fit_reducer(embeddings: np.ndarray, dim: int, kind: str, seed: int, n_neighb
     components = reduced_dimension(n, d, dim)
     kind = resolve_reducer(kind)
     if kind == "umap":
-        import umap
+        import umap  # pyright: ignore[reportMissingImports]  # the optional "trees" extra
 
         reducer = umap.UMAP(
             n_neighbors=max(2, min(int(n_neighbors), n - 1)),

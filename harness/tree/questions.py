@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.protocols import ChatLM
+
 QUESTION_CLASSES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
 CLASSIFY_PROMPT = """Classify the question about a document into exactly one type:
@@ -130,7 +132,9 @@ class Classification:
     raw: str = ""
 
 
-def classify_question(question: str, lm, mode: str = "lm", qtype: str = "", max_new_tokens: int = 8) -> Classification:
+def classify_question(
+    question: str, lm: ChatLM | None, mode: str = "lm", qtype: str = "", max_new_tokens: int = 8
+) -> Classification:
     """The question's class by ``mode``: ``lm`` (rules when the output is unparseable), ``rules`` or
     ``gold`` (the dataset's answer type; rules when it names no class)."""
     if mode == "gold":
@@ -142,6 +146,8 @@ def classify_question(question: str, lm, mode: str = "lm", qtype: str = "", max_
         return Classification(rule_question_class(question), "rules")
     if mode != "lm":
         raise ValueError(f"classifier must be lm, rules or gold, got {mode!r}")
+    if lm is None:
+        raise ValueError("classifier=lm needs a language model")
     raw = lm.chat([CLASSIFY_PROMPT.format(question=question.strip())], max_new_tokens)[0]
     label = parse_question_class(raw)
     if label is None:
@@ -149,7 +155,7 @@ def classify_question(question: str, lm, mode: str = "lm", qtype: str = "", max_
     return Classification(label, "lm", raw)
 
 
-def table_of_contents(document: str, lm, max_new_tokens: int = 200) -> str:
+def table_of_contents(document: str, lm: ChatLM, max_new_tokens: int = 200) -> str:
     """The LM's table of contents of ``document`` (already cut to the LM's input allowance)."""
     raw = lm.chat([TOC_PROMPT.format(document=document)], max_new_tokens)[0]
     lines = [line.strip() for line in raw.splitlines() if line.strip()]
@@ -195,7 +201,7 @@ def parse_subquestions(output: str, max_subquestions: int) -> list[str]:
 
 
 def decompose_question(
-    question: str, toc: str, lm, max_subquestions: int = 4, max_new_tokens: int = 150
+    question: str, toc: str, lm: ChatLM, max_subquestions: int = 4, max_new_tokens: int = 150
 ) -> tuple[list[str], str, str]:
     """(sub-questions, source, raw output): source ``lm``, or ``fallback`` (the question itself) when
     nothing parseable came back."""

@@ -28,6 +28,7 @@ import numpy as np
 from harness.cache import TextStore
 from harness.fingerprint import code_fingerprint
 from harness.lm.base import build_chat_lm
+from harness.protocols import ChatLM, TokenMeasure
 from harness.retrieve.dense import document_text, embeds_title
 from harness.text.sentences import split_sentences
 from harness.text.tokens import WordCounter
@@ -110,7 +111,7 @@ class RecursiveSummaryTree(Tree):
 
     # -- services -----------------------------------------------------------------------------------
 
-    def language_model(self, services: TreeServices | None = None):
+    def language_model(self, services: TreeServices | None = None) -> ChatLM:
         """The tree's own LM (config or object); else the services' model when it can chat."""
         if self._lm is None:
             spec = self._lm_spec
@@ -120,7 +121,7 @@ class RecursiveSummaryTree(Tree):
         return self._lm
 
     @staticmethod
-    def measure(services: TreeServices):
+    def measure(services: TreeServices) -> TokenMeasure:
         """Counts and truncates text: the reader's tokenizer when given, else whitespace words."""
         return services.tokens if services.tokens is not None else WordCounter()
 

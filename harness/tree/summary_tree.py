@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from harness.protocols import ChatLM, TextEncoder, TokenMeasure
 from harness.tree.clustering import (
     ClusteringConfig,
     cap_cluster_tokens,
@@ -104,7 +105,9 @@ FirstLayer = Callable[[np.ndarray], list[np.ndarray]]
 class TreeBuilder:
     """Builds one tree from leaves; ``measure`` counts and truncates text (a TokenCounter or WordCounter)."""
 
-    def __init__(self, lm, encoder, measure, settings: BuildSettings, seed: int = 0) -> None:
+    def __init__(
+        self, lm: ChatLM, encoder: TextEncoder, measure: TokenMeasure, settings: BuildSettings, seed: int = 0
+    ) -> None:
         self.lm = lm
         self.encoder = encoder
         self.measure = measure
