@@ -1,4 +1,4 @@
-"""Shared fixtures: hand-built records and a deterministic stand-in encoder for fast unit tests."""
+"""Shared fixtures: hand-built records, a deterministic stand-in encoder and the composed Hydra config."""
 
 from __future__ import annotations
 
@@ -7,11 +7,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
 from harness.types import Candidate, Document, Example, Pool
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+CONF = REPO / "conf"
+
+
+def compose_cfg(
+    overrides: list[str] | tuple[str, ...] = (), config_dir: Path = CONF, return_hydra_config: bool = False
+) -> DictConfig:
+    """The config a run with these command-line overrides would get, composed without starting a job."""
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
 
 
 class HashEncoder:

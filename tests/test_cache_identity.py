@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 
 from harness import fingerprint
 from harness.cache import ArrayStore, TextStore
@@ -21,12 +20,7 @@ from harness.perturb.inject import NearDuplicateInjection
 from harness.pools import PoolCache, pool_key, pools_from_arrays, pools_to_arrays
 from harness.retrieve.dense import DenseRetriever
 from harness.types import Document, Example
-from tests.conftest import REPO, HashEncoder
-
-
-def compose_cfg(overrides: list[str] | None = None):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides or []))
+from tests.conftest import REPO, HashEncoder, compose_cfg
 
 
 def demo_pools(setting: str = "distractor", rho: float = 0.3):

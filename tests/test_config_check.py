@@ -9,15 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from harness.config_check import ConfigError, allowed_top_level_keys, problems, validate
-from tests.conftest import REPO
+from tests.conftest import REPO, compose_cfg
 
 
 def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_cfg(overrides)
 
 
 def only_problem(*overrides: str) -> str:

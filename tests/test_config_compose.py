@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-REPO = Path(__file__).resolve().parents[1]
-CONF = REPO / "conf"
+from tests.conftest import CONF, REPO, compose_cfg
+
 GROUPS = [
     "dataset",
     "retriever",
@@ -29,14 +26,9 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-def compose_with(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
-
-
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_group_option_composes_and_instantiates(group, option):
-    cfg = compose_with([f"{group}={option}"])
+    cfg = compose_cfg([f"{group}={option}"])
     node = cfg[group]
     if group in ("dataset", "snippets") or not node:
         return  # datasets read files at instantiation; snippets is plain settings; empty = disabled
@@ -52,12 +44,12 @@ def test_every_group_option_composes_and_instantiates(group, option):
 
 @pytest.mark.parametrize("experiment", options("experiment"))
 def test_every_experiment_composes(experiment):
-    cfg = compose_with([f"experiment={experiment}"])
+    cfg = compose_cfg([f"experiment={experiment}"])
     assert cfg.budget > 0
 
 
 def test_top_level_keys_make_a_sweep():
-    cfg = compose_with(["packer=packed", "budget=96", "seed=13"])
+    cfg = compose_cfg(["packer=packed", "budget=96", "seed=13"])
     assert cfg.budget == 96 and cfg.seed == 13 and cfg.packer.name == "packed"
 
 
@@ -67,33 +59,32 @@ def sweep_names() -> list[str]:
 
 @pytest.mark.parametrize("sweep", sweep_names())
 def test_every_sweep_composes_with_each_swept_value(sweep):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        base = compose(config_name="config", overrides=[f"+sweeps={sweep}"], return_hydra_config=True)
-        params = dict(base.hydra.sweeper.params)
-        assert params, f"sweeps/{sweep}.yaml sweeps nothing"
-        for key, values in params.items():
-            for value in str(values).split(","):
-                cfg = compose(config_name="config", overrides=[f"+sweeps={sweep}", f"{key}={value}"])
-                group = key.split(".")[0].lstrip("+")
-                if group in ("packer", "diversifier", "tree", "perturb") and cfg[group]:
-                    assert instantiate(cfg[group]) is not None
+    base = compose_cfg([f"+sweeps={sweep}"], return_hydra_config=True)
+    params = dict(base.hydra.sweeper.params)
+    assert params, f"sweeps/{sweep}.yaml sweeps nothing"
+    for key, values in params.items():
+        for value in str(values).split(","):
+            cfg = compose_cfg([f"+sweeps={sweep}", f"{key}={value}"])
+            group = key.split(".")[0].lstrip("+")
+            if group in ("packer", "diversifier", "tree", "perturb") and cfg[group]:
+                assert instantiate(cfg[group]) is not None
 
 
 def test_the_reranker_is_its_own_group_and_a_valid_top_level_key():
     from harness.config_check import problems
     from harness.retrieve.rerank import CrossEncoderReranker
 
-    plain = compose_with([])
+    plain = compose_cfg([])
     assert not plain.reranker and "reranker" not in plain.retriever and problems(plain) == []
-    cfg = compose_with(["retriever=bge_small_320", "reranker=bge_v2_m3", "reranker.max_length=256"])
+    cfg = compose_cfg(["retriever=bge_small_320", "reranker=bge_v2_m3", "reranker.max_length=256"])
     assert cfg.retriever.encoder.model == "BAAI/bge-small-en-v1.5" and "reranker" not in cfg.retriever
     reranker = instantiate(cfg.reranker)  # the cross-encoder loads lazily
     assert isinstance(reranker, CrossEncoderReranker)
     assert (reranker.model_name, reranker.max_length) == ("BAAI/bge-reranker-v2-m3", 256)
     assert problems(cfg) == []
-    assert not compose_with(["reranker=bge_v2_m3", "reranker=none"]).reranker
+    assert not compose_cfg(["reranker=bge_v2_m3", "reranker=none"]).reranker
 
 
 def test_experiment_values_override_top_level_defaults():
-    cfg = compose_with(["experiment=trees_qasper"])
+    cfg = compose_cfg(["experiment=trees_qasper"])
     assert cfg.budget == 512 and cfg.k == 10 and cfg.snippets.unit == "candidate"

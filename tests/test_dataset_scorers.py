@@ -7,7 +7,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
@@ -15,13 +14,13 @@ from harness.config_check import problems
 from harness.metrics.longform import DATASET_SCORERS, check_scorers, dataset_scores
 from harness.pipeline import Pipeline, dataset_loader_config
 from harness.types import Example
+from tests.conftest import compose_cfg
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 def composed(*overrides):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_cfg(overrides)
 
 
 def qasper_example(dataset):

@@ -14,6 +14,7 @@ from harness.pack.oracle import OraclePacker
 from harness.pack.snippets import render_context
 from harness.text.tokens import WordCounter
 from harness.types import Candidate, Context, Document, Example, Pool, Snippet
+from tests.conftest import compose_cfg
 
 
 def build(sentences: list[tuple[str, str]], gold: tuple[str, ...], answers: tuple[str, ...], budget: int):
@@ -111,12 +112,8 @@ def test_fill_uses_the_rest_of_the_budget_and_the_cap_falls_back_to_greedy():
 
 
 def test_oracle_config_builds():
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from tests.conftest import REPO
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["packer=oracle"])
+    cfg = compose_cfg(["packer=oracle"])
     packer = instantiate(cfg.packer)
     assert isinstance(packer, OraclePacker) and packer.name == "oracle" and packer.max_subsets == 100_000

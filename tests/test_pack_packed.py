@@ -5,7 +5,7 @@ from harness.pack.none import NoPacker
 from harness.pack.packed import TopKTruncatePacker
 from harness.pack.snippets import make_snippets, render_context
 from harness.text.tokens import WordCounter
-from tests.conftest import make_pool
+from tests.conftest import compose_cfg, make_pool
 
 
 def request(budget, pool=None):
@@ -123,13 +123,9 @@ def test_every_policy_obeys_the_feasibility_rule():
 
 
 def test_packing_experiment_states_its_candidate_set_and_misfit_policy():
-    from hydra import compose, initialize_config_dir
 
-    from tests.conftest import REPO
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=packing_hotpotqa", "packer=packed"])
-        knn = compose(config_name="config", overrides=["experiment=packing_hotpotqa", "diversifier=knn"])
+    cfg = compose_cfg(["experiment=packing_hotpotqa", "packer=packed"])
+    knn = compose_cfg(["experiment=packing_hotpotqa", "diversifier=knn"])
     assert cfg.diversifier.name == "none" and cfg.k == 5 and cfg.budget == 160  # packers see the whole pool
     assert cfg.packer.misfit == "truncate_last"
     assert knn.diversifier.name == "knn" and knn.diversifier.k == 5

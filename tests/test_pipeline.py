@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
 
 from harness.pipeline import Pipeline
 from harness.read.answers import extract_answer
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA, compose_cfg
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 ROW_COLUMNS = [
@@ -39,11 +38,6 @@ ROW_COLUMNS = [
     "context_tokens",
     "prompt_tokens",
 ]
-
-
-def compose_cfg(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 @pytest.mark.skipif(not HOTPOT.exists(), reason="shared HotpotQA sample not present")

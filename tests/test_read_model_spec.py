@@ -6,7 +6,6 @@ formulas each owner has always used, so caches written before the shared wrapper
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from harness.cache import TextStore, stable_hash
@@ -17,14 +16,9 @@ from harness.read.loading import ModelSpec
 from harness.read.reader import Reader
 from harness.read.response_cache import ResponseCache
 from harness.read.server import ServerReader
-from tests.conftest import REPO
+from tests.conftest import compose_cfg
 
 MODEL_KEYS = set(ModelSpec.keys())
-
-
-def compose_cfg(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 # ---- the shared model spec ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from harness.cache import ArrayStore, TextStore
 from harness.retrieve.dense import DenseRetriever
 from harness.retrieve.encoder import Encoder
 from harness.types import Document, Example
+from tests.conftest import compose_cfg
 
 
 def examples():
@@ -95,18 +96,14 @@ def test_embed_title_switches_the_embedded_text_everywhere():
 
 
 def test_embed_title_config_defaults_to_true_and_reaches_the_encoder(tmp_path):
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
-
-    from tests.conftest import REPO
 
     for overrides, expected in (
         ([], True),
         (["retriever.embed_title=false"], False),
         (["retriever=bge_small_320", "retriever.embed_title=false"], False),
     ):
-        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose_cfg(overrides)
         assert cfg.retriever.embed_title is expected and cfg.retriever.encoder.embed_title is expected
         encoder = instantiate(cfg.retriever.encoder, cache_dir=str(tmp_path))  # the model loads lazily
         assert encoder.embed_title is expected

@@ -10,7 +10,6 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from harness.pack.budget import packed_cost
@@ -19,7 +18,7 @@ from harness.runlog.journal import normalise_row
 from harness.stage import scalar, stage_columns
 from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
-from tests.conftest import REPO
+from tests.conftest import REPO, compose_cfg
 from tests.test_tree_fakes import FakeChatLM
 
 DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
@@ -140,9 +139,8 @@ def test_fit_to_budget_counts_the_snippets_it_drops_when_tokens_change_across_a_
 # ---- real pipeline runs on the demo dataset ------------------------------------------------------------
 
 
-def compose_cfg(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=["logger=none", "read=false", *overrides])
+def compose_unread(overrides: list[str]):
+    return compose_cfg(["logger=none", "read=false", *overrides])
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +249,7 @@ def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_pat
         # The default model_config (float32) must work for LLMLingua-2: llmlingua 0.2.2 turns its token
         # probabilities into NumPy, which has no bfloat16.
         overrides += ["packer.use_llmlingua2=true", f"packer.model_name={tiny_llmlingua2_model}"]
-    returned = run(compose_cfg(overrides), tmp_path)
+    returned = run(compose_unread(overrides), tmp_path)
     rows = pd.read_parquet(tmp_path / "rows.parquet")
     assert len(rows) == 12
     pd.testing.assert_frame_equal(rows, returned, check_dtype=False)
@@ -281,7 +279,7 @@ def test_each_packers_facts_arrive_as_pack_columns(packer, shared_cache, tmp_pat
 @pytest.mark.slow  # a real encoder; the tree's LM is the fake chat LM
 @pytest.mark.parametrize("question_class", ["abstractive", "extractive"])
 def test_dtcrs_class_toc_and_sub_questions_reach_the_row(question_class, shared_cache, tmp_path):
-    cfg = compose_cfg(
+    cfg = compose_unread(
         [
             f"paths.cache_dir={shared_cache}",
             "tree=dtcrs",

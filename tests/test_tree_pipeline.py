@@ -7,32 +7,29 @@ tokenizer, the loader, the packer and the budget checks are the real ones.
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from harness.pipeline import Pipeline
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import SHARED_DATA, compose_cfg
 
 QASPER = SHARED_DATA / "qasper" / "qasper-original-sample.json"
 
 
 def tree_config(tree: str, tmp_path, budget: int):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                "experiment=trees_qasper",
-                f"tree={tree}",
-                f"dataset.path={QASPER}",
-                "dataset.answer_types=[abstractive]",
-                "dataset.sample_size=3",
-                "logger=none",
-                f"paths.cache_dir={tmp_path}",
-                f"budget={budget}",
-                "tree.reducer=pca",
-                "packer.misfit=stop_at_first_misfit",  # RAPTOR's collapsed tree: whole nodes only
-            ],
-        )
+    cfg = compose_cfg(
+        [
+            "experiment=trees_qasper",
+            f"tree={tree}",
+            f"dataset.path={QASPER}",
+            "dataset.answer_types=[abstractive]",
+            "dataset.sample_size=3",
+            "logger=none",
+            f"paths.cache_dir={tmp_path}",
+            f"budget={budget}",
+            "tree.reducer=pca",
+            "packer.misfit=stop_at_first_misfit",  # RAPTOR's collapsed tree: whole nodes only
+        ],
+    )
     cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM"})
     return cfg
 
