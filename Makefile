@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export WANDB_MODE ?= offline
 
-.PHONY: setup models models-1.5b run test test-fast bench clean-cache help
+.PHONY: setup models models-1.5b run lint test test-fast bench clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -58,6 +58,11 @@ setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(MPNET_DIR)/modules.json
 
 run: setup  ## run the main job on the embedded demo data and print its summary
 	$(PY) -m harness $(ARGS)
+
+lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ and benchmarks/
+	$(VENV)/bin/ruff check harness tests benchmarks
+	$(VENV)/bin/ruff format --check harness tests benchmarks
+	$(VENV)/bin/pyright
 
 test: setup  ## the whole test suite, slow end-to-end tests included
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
