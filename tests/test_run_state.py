@@ -12,7 +12,7 @@ import pytest
 from harness.pipeline import finished_summary
 from harness.runlog.journal import RowJournal
 from harness.runlog.outputs import RunDirectoryError, clean_temporaries, ensure_writable, read_summary
-from tests.frozen_code import freeze, run
+from tests.helpers.frozen_code import freeze, run
 
 
 def row(qid: str, value: float) -> dict:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from harness import signals
-from tests.frozen_code import freeze, popen
+from tests.helpers.frozen_code import freeze, popen
 
 RUN = ["dataset=demo", "reader.batch_size=1", "read_chunk=2", "logger=none"]
 

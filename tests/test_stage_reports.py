@@ -19,7 +19,7 @@ from harness.stage import scalar, stage_columns
 from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
 from tests.conftest import REPO, compose_cfg
-from tests.test_tree_fakes import FakeChatLM
+from tests.helpers.tree_fakes import FakeChatLM
 
 DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
 BUDGET = 96
@@ -290,7 +290,9 @@ def test_dtcrs_class_toc_and_sub_questions_reach_the_row(question_class, shared_
             f"budget={BUDGET}",
         ]
     )
-    cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM", "question_class": question_class})
+    cfg.tree.lm = OmegaConf.create(
+        {"_target_": "tests.helpers.tree_fakes.FakeChatLM", "question_class": question_class}
+    )
     rows = run(cfg, tmp_path)
     fake = FakeChatLM()
     assert len(rows) == 12

@@ -11,7 +11,7 @@ import pytest
 
 from harness.report.cli import main as report
 from tests.conftest import REPO
-from tests.frozen_code import freeze, run
+from tests.helpers.frozen_code import freeze, run
 
 DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
 FAST = ["--resamples", "200", "--study-resamples", "199", "--quiet", "--no-plots"]

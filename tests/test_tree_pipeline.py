@@ -30,7 +30,7 @@ def tree_config(tree: str, tmp_path, budget: int):
             "packer.misfit=stop_at_first_misfit",  # RAPTOR's collapsed tree: whole nodes only
         ],
     )
-    cfg.tree.lm = OmegaConf.create({"_target_": "tests.test_tree_fakes.FakeChatLM"})
+    cfg.tree.lm = OmegaConf.create({"_target_": "tests.helpers.tree_fakes.FakeChatLM"})
     return cfg
 
 

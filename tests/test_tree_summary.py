@@ -13,7 +13,7 @@ from harness.tree.base import TreeServices
 from harness.tree.dtcrs import DynamicTree
 from harness.tree.raptor import RaptorTree
 from harness.tree.recursive import traverse
-from tests.test_tree_fakes import (
+from tests.helpers.tree_fakes import (
     BagOfWordsEncoder,
     FakeChatLM,
     WordTokens,
@@ -180,7 +180,7 @@ def test_traversal_pool_keeps_only_nodes_on_the_chosen_paths():
 
 
 def test_tree_accepts_an_lm_config():
-    tree = RaptorTree(lm={"_target_": "tests.test_tree_fakes.FakeChatLM", "question_class": "yes_no"})
+    tree = RaptorTree(lm={"_target_": "tests.helpers.tree_fakes.FakeChatLM", "question_class": "yes_no"})
     lm = tree.language_model()
     assert isinstance(lm, FakeChatLM) and lm.question_class == "yes_no"
     with pytest.raises(ValueError, match="no language model"):

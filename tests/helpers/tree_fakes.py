@@ -1,6 +1,6 @@
 """Deterministic stand-ins for the tree tests: a chat LM, a bag-of-words encoder and topic documents.
 
-Imported by the other ``test_tree_*`` files; it holds no tests itself.
+Used by the tree tests and, as a ``_target_``, by the configs they compose.
 """
 
 from __future__ import annotations
