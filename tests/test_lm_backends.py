@@ -7,14 +7,14 @@ tests serve the offline SmolLM2 through ``POST /v1/chat/completions`` and load i
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from harness.lm import ChatCompletionError, ChatLM, OpenAIChatLM, build_chat_lm
 from harness.lm.base import CachedChatLM
+from tests.helpers.local_server import LocalServer
 
 
 class CountingLM(CachedChatLM):
@@ -72,7 +72,7 @@ def test_build_chat_lm_takes_objects_and_configs():
 # ----------------------------------------------------------------------------- a scripted local server
 
 
-class ScriptedServer:
+class ScriptedServer(LocalServer):
     """``POST /v1/chat/completions``: plays ``script`` entries (status, headers, body, delay) first, then
     echoes the last user message. Records every request it received."""
 
@@ -115,20 +115,7 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def client(server, **kwargs):

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from harness.lm.http import ServerRequestError
 from harness.read.prompt import PromptTemplate
 from harness.read.server import ServerReader
+from tests.helpers.local_server import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / ".cache/models"
@@ -54,7 +55,7 @@ def echo(text: str) -> str:
     return f"{len(text)}:" + text[-12:].replace("\n", "/")
 
 
-class ScriptedServer:
+class ScriptedServer(LocalServer):
     """Answers completions with ``echo(prompt)`` (chat: ``echo`` of the last user message) after
     ``delay`` seconds; prompts containing ``refuse`` get a 400. Records requests and the
     most requests it held at once."""
@@ -102,20 +103,7 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def test_completions_send_exactly_the_rendered_prompt_and_cache_the_answers(tmp_path):
@@ -301,7 +289,7 @@ class LlamaServer:
         return self.proc.returncode
 
 
-class FailingProxy:
+class FailingProxy(LocalServer):
     """Forwards POSTs to ``upstream``; the first requests get the scripted ``(status, headers)`` refusals.
     Counts requests seen and the most forwarded at once."""
 
@@ -350,20 +338,7 @@ class FailingProxy:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 @pytest.fixture(scope="module")
