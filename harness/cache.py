@@ -55,6 +55,10 @@ def stable_hash(*parts: object) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+class CacheAccessError(OSError):
+    """A cache file that cannot be opened or written (not damage: a permission or path problem)."""
+
+
 class KeyValueStore:
     """A table of ``key -> bytes`` in one SQLite file."""
 
@@ -108,7 +112,12 @@ class KeyValueStore:
             return operation()
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
-                raise
+                # sqlite's own messages ("unable to open database file", "attempt to write a readonly
+                # database") never say which file: name it and the setting that moves it.
+                raise CacheAccessError(
+                    f"cache file {self.path}: {exc} (is its folder writable? paths.cache_dir / HARNESS_CACHE_DIR "
+                    "choose another)"
+                ) from exc
             self._recover(exc)
             self._connect()
             return operation()

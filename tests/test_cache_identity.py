@@ -346,3 +346,11 @@ def test_each_key_follows_the_code_it_depends_on(tmp_path):
     assert changed(after_retrieval, after_generation) == {"response", "lm", "tree", "run"}
     after_packer = edit("pack/submod.py")
     assert changed(after_generation, after_packer) == {"run"}
+
+
+def test_a_cache_file_that_cannot_be_opened_is_named(tmp_path):
+    # A folder where the SQLite file should be: sqlite says only "unable to open database file".
+    (tmp_path / "responses.sqlite").mkdir()
+    with pytest.raises(OSError, match=r"cache file .*responses\.sqlite: unable to open database file"):
+        TextStore(tmp_path / "responses.sqlite", table="responses")
+    assert (tmp_path / "responses.sqlite").is_dir()  # not mistaken for damage and moved aside
