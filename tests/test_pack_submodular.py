@@ -269,3 +269,84 @@ def test_objective_rejects_negative_relevance():
         SubmodularObjective(
             np.array([-0.1]), np.zeros((1, 0), bool), np.ones((1, 1)), np.zeros(1, int), dict.fromkeys(TERMS, 1.0)
         )
+
+
+# ---- the choices the method leaves open (rel, normalise, cost_scaled) -----------------------------
+def only(**weights) -> dict:
+    return {f"w_{t}": float(weights.get(t, 0.0)) for t in TERMS}
+
+
+def chosen_texts(packer: SubmodularPacker, request: PackingRequest) -> list[str]:
+    return sorted(s.text for s in packer.pack(request).snippets)
+
+
+def test_bm25_relevance_matches_hand_computed_values():
+    from harness.pack.lexical import bm25_relevance
+
+    texts = ["alpha beta", "alpha alpha alpha", "beta", "beta", "beta"]
+    scores = bm25_relevance({"alpha", "beta"}, texts)
+    # N = 5, df(alpha) = 2, df(beta) = 4, lengths [2, 3, 1, 1, 1] (mean 1.6), k1 = 1.5, b = 0.75
+    idf_alpha, idf_beta = math.log(1 + 3.5 / 2.5), math.log(1 + 1.5 / 4.5)
+
+    def saturation(tf, length):
+        return tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * length / 1.6))
+
+    assert scores[0] == pytest.approx(saturation(1, 2) * (idf_alpha + idf_beta))
+    assert scores[1] == pytest.approx(saturation(3, 3) * idf_alpha)
+    assert scores[2] == pytest.approx(saturation(1, 1) * idf_beta)
+    assert np.all(scores >= 0)
+    assert bm25_relevance(set(), texts).tolist() == [0.0] * 5
+
+
+def test_rel_kind_changes_the_selection():
+    # lexical: "alpha beta" holds both query terms (1 vs 0.5); bm25: "beta" is in 4 of 5 snippets (low
+    # idf) and "alpha alpha alpha" scores 1.197 against 1.046 (see the test above); dense: only
+    # "beta" (s2) points along the question's embedding
+    texts = ["alpha beta", "alpha alpha alpha", "beta", "beta", "beta"]
+    embeddings = [[0, 1], [0, 1], [1, 0], [0, 1], [0, 1]]
+    request = request_from("alpha beta?", texts, embeddings, budget=100, costs=[5] * 5)
+    picks = {
+        rel: chosen_texts(SubmodularPacker("submod", **only(rel=1), max_snippets=1, rel=rel), request)
+        for rel in ("lexical", "bm25", "dense")
+    }
+    assert picks == {"lexical": ["alpha beta"], "bm25": ["alpha alpha alpha"], "dense": ["beta"]}
+
+
+def test_normalise_none_changes_the_selection():
+    # Rel(V) = 1; three identical "zeta" snippets make Repr(V) = 1 + 3 * 3 = 10 (alpha = 1: no saturation).
+    # Normalised: F({alpha}) = 1 + 1/10 beats F({zeta}) = 0 + 3/10; raw: 1 + 1 = 2 loses to 0 + 3 = 3.
+    texts = ["alpha", "zeta", "zeta", "zeta"]
+    embeddings = [[0, 1], [1, 0], [1, 0], [1, 0]]
+    request = request_from("alpha?", texts, embeddings, budget=100, costs=[5] * 4)
+    common = dict(**only(rel=1, cov=1), alpha=1.0, max_snippets=1)
+    assert chosen_texts(SubmodularPacker("submod", **common), request) == ["alpha"]
+    assert chosen_texts(SubmodularPacker("submod", **common, normalise="ground_set"), request) == ["alpha"]
+    assert chosen_texts(SubmodularPacker("submod", **common, normalise="none"), request) == ["zeta"]
+
+
+def test_cost_scaled_off_changes_the_selection():
+    # Rel only: gains .5 ("alpha beta", 10 tokens), .25 and .25 ("alpha", "beta", 3 tokens each), budget 10.
+    # Per token the two cheap ones come first (7 tokens with the separator; the dear one no longer fits, and
+    # alone it scores .5, no more than the pair); by gain the dear one comes first and fills the budget.
+    texts = ["alpha beta", "alpha", "beta"]
+    request = request_from("alpha beta?", texts, np.eye(3, dtype=np.float32), budget=10, costs=[10, 3, 3])
+    assert chosen_texts(SubmodularPacker("submod", **only(rel=1)), request) == ["alpha", "beta"]
+    assert chosen_texts(SubmodularPacker("submod", **only(rel=1), cost_scaled=False), request) == ["alpha beta"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_explicit_defaults_are_the_published_method(seed):
+    request = small_random_request(seed, budget=80)
+    explicit = SubmodularPacker("submod", rel="lexical", normalise="ground_set", cost_scaled=True)
+    baseline = SubmodularPacker("submod")
+    assert explicit.pack(request).extra == baseline.pack(request).extra
+    # and the defaults are still the plain-loop reference the vectorised greedy is checked against
+    inputs = reference_inputs(request, baseline)
+    assert baseline.select(request)[0] == reference_greedy(inputs, request.costs.tolist(), request.budget, 32)[0]
+
+
+def test_open_choices_are_validated():
+    with pytest.raises(ValueError, match="rel"):
+        SubmodularPacker("submod", rel="tfidf")
+    with pytest.raises(ValueError, match="normalise"):
+        SubmodularPacker("submod", normalise="by_max")

@@ -80,3 +80,37 @@ def relevance_from_incidence(incidence: np.ndarray) -> np.ndarray:
     if incidence.shape[1] == 0:
         return np.zeros(incidence.shape[0], dtype=np.float64)
     return incidence.mean(axis=1, dtype=np.float64)
+
+
+def term_counts(text: str, stem: bool = True) -> dict[str, int]:
+    """Occurrences of each content term of ``text`` (the multiset behind ``content_terms``)."""
+    counts: dict[str, int] = {}
+    for token in _WORD.findall(text.lower()):
+        term = _term(token, stem)
+        if term is not None:
+            counts[term] = counts.get(term, 0) + 1
+    return counts
+
+
+def bm25_relevance(
+    query_terms: Iterable[str], texts: Sequence[str], stem: bool = True, k1: float = 1.5, b: float = 0.75
+) -> np.ndarray:
+    """Okapi BM25 of each text for the distinct query terms, the texts themselves being the collection.
+
+    The idf is log(1 + (N - df + 0.5) / (df + 0.5)) (Lucene's form), which stays positive when a term
+    occurs in more than half of the texts: the classic log((N - df + 0.5) / (df + 0.5)) turns negative
+    there, and the submodular objective needs non-negative relevance (its diversity term takes a square
+    root). k1 and b are the usual defaults (those of ``rank_bm25``). Document length counts content terms.
+    """
+    ordered = sorted(query_terms)
+    counts = [term_counts(t, stem) for t in texts]
+    tf = np.array([[c.get(term, 0) for term in ordered] for c in counts], dtype=np.float64)
+    tf = tf.reshape(len(texts), len(ordered))
+    if tf.size == 0:
+        return np.zeros(len(texts), dtype=np.float64)
+    lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+    average = lengths.mean() if lengths.mean() > 0 else 1.0
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((len(texts) - df + 0.5) / (df + 0.5))
+    saturation = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / average)[:, None])
+    return saturation @ idf

@@ -7,7 +7,9 @@ The packer maximises, subject to the reader-token budget (``harness.pack.budget.
 
 over the snippets V of one question, where
 
-- Rel(S) = sum_{i in S} rel_i, with rel_i the snippet's lexical query relevance (modular);
+- Rel(S) = sum_{i in S} rel_i (modular), rel_i the snippet's query relevance of kind ``rel``: lexical
+  (fraction of the question's content terms present), bm25 (Okapi BM25 over the question's snippets)
+  or dense (clipped cosine of snippet and question embeddings);
 - QueryCov(S) = |union_{i in S} terms(i) & query_terms| (set cover of the question's content terms);
 - Repr(S) = sum_{i in V} min(sum_{j in S} sim(i, j), alpha * deg_i), sim = max(cosine, 0) and
   deg_i = sum_{j in V} sim(i, j) (saturated facility location, Lin & Bilmes 2011);
@@ -15,10 +17,12 @@ over the snippets V of one question, where
   r_i its lexical relevance, or its clipped cosine to the question (``diversity_relevance="cosine"``).
 
 Each term is monotone submodular and is divided by its value on the whole ground set, so every term
-lies in [0, 1]; a term that is 0 on V is 0 everywhere (monotonicity) and is dropped. Selection is the
+lies in [0, 1] (``normalise="ground_set"``; ``"none"`` keeps the raw terms, so the weights alone set
+their balance); a term that is 0 on V is 0 everywhere (monotonicity) and is dropped. Selection is the
 cost-scaled greedy (largest marginal gain per token, among snippets that still fit, while some gain is
-positive), followed by the best-singleton check that gives the greedy its constant-factor guarantee
-under a knapsack constraint: if one feasible snippet alone scores more than the greedy set, it wins.
+positive; ``cost_scaled=False`` takes the largest gain instead), followed by the best-singleton check
+that gives the greedy its constant-factor guarantee under a knapsack constraint: if one feasible
+snippet alone scores more than the greedy set, it wins.
 Marginal gains are computed for every candidate at once with NumPy each step.
 """
 
@@ -31,9 +35,12 @@ import numpy as np
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, fits, packed_cost
 from harness.pack.features import check_max_snippets, snippet_features
+from harness.pack.lexical import bm25_relevance
 from harness.types import Context
 
 TERMS = ("rel", "qry", "cov", "div")
+RELEVANCE_KINDS = ("lexical", "bm25", "dense")
+NORMALISATIONS = ("ground_set", "none")
 #: gains at or below this are treated as zero (float noise on saturated terms)
 GAIN_TOLERANCE = 1e-12
 
@@ -61,6 +68,7 @@ class SubmodularObjective:
         weights: dict[str, float],
         alpha: float = 0.3,
         diversity_relevance: np.ndarray | None = None,
+        normalise: bool = True,
     ) -> None:
         self.relevance = np.asarray(relevance, dtype=np.float64)
         self.incidence = np.asarray(incidence, dtype=bool)
@@ -82,7 +90,10 @@ class SubmodularObjective:
         self._buffer = np.empty_like(self.similarity)
         full = self._raw_terms(None)
         # a monotone term that is 0 on V is 0 on every subset: give it scale 0 instead of dividing by 0
-        self.scale = {t: (float(weights[t]) / full[t] if full[t] > 0 else 0.0) for t in TERMS}
+        self.scale = {
+            t: ((float(weights[t]) / full[t] if normalise else float(weights[t])) if full[t] > 0 else 0.0)
+            for t in TERMS
+        }
         self._relevance_gain = self.scale["rel"] * self.relevance  # modular: the same at every step
         self._query_gain_matrix = self.scale["qry"] * self._incidence_float
 
@@ -182,8 +193,10 @@ def cost_scaled_greedy(
     costs: np.ndarray,
     budget: int,
     max_snippets: int | None = None,
+    cost_scaled: bool = True,
 ) -> GreedyResult:
-    """Greedy by marginal gain per token, then the best feasible singleton if it scores higher."""
+    """Greedy by marginal gain per token (by gain alone without ``cost_scaled``), then the best
+    feasible singleton if it scores higher."""
     costs = np.asarray(costs, dtype=np.int64)
     per_token = np.maximum(costs, 1).astype(np.float64)  # an empty snippet still costs its separator
     cap = objective.n if max_snippets is None else min(objective.n, max_snippets)
@@ -197,7 +210,8 @@ def cost_scaled_greedy(
         gains = objective.gains(state)
         if singleton_gains is None:
             singleton_gains = gains  # F({s}) = F({s}) - F(empty)
-        ratio = np.where(available & (gains > GAIN_TOLERANCE), gains / per_token, -np.inf)
+        score = gains / per_token if cost_scaled else gains
+        ratio = np.where(available & (gains > GAIN_TOLERANCE), score, -np.inf)
         best = int(np.argmax(ratio))
         if ratio[best] == -np.inf:
             break
@@ -238,6 +252,9 @@ class SubmodularPacker(Packer):
         max_snippets: int | None = 32,
         diversity_relevance: str = "lexical",
         stem: bool = True,
+        rel: str = "lexical",
+        normalise: str = "ground_set",
+        cost_scaled: bool = True,
     ) -> None:
         super().__init__(name)
         self.weights = {"rel": float(w_rel), "qry": float(w_qry), "cov": float(w_cov), "div": float(w_div)}
@@ -250,27 +267,40 @@ class SubmodularPacker(Packer):
             raise ValueError(
                 f"packer {name!r}: diversity_relevance must be 'lexical' or 'cosine', got {diversity_relevance!r}"
             )
+        if rel not in RELEVANCE_KINDS:
+            raise ValueError(f"packer {name!r}: rel must be one of {RELEVANCE_KINDS}, got {rel!r}")
+        if normalise not in NORMALISATIONS:
+            raise ValueError(f"packer {name!r}: normalise must be one of {NORMALISATIONS}, got {normalise!r}")
+        self.rel = rel
+        self.normalise = normalise
+        self.cost_scaled = bool(cost_scaled)
         self.alpha = float(alpha)
         self.max_snippets = check_max_snippets(name, max_snippets)
         self.diversity_relevance = diversity_relevance
         self.stem = bool(stem)
 
     def objective(self, request: PackingRequest, relevance: np.ndarray | None = None) -> SubmodularObjective:
-        """The objective for this request; ``relevance`` replaces the lexical relevance (claim graphs)."""
+        """The objective for this request; ``relevance`` replaces rel_i and the lexical r_i (claim graphs)."""
         features = snippet_features(request, self.stem)
-        relevance = features.lexical if relevance is None else np.asarray(relevance, dtype=np.float64)
-        if self.diversity_relevance == "cosine":
-            diversity = np.maximum(np.asarray(request.relevance, dtype=np.float64), 0.0)
+        cosine = np.maximum(np.asarray(request.relevance, dtype=np.float64), 0.0)
+        lexical = features.lexical if relevance is None else np.asarray(relevance, dtype=np.float64)
+        if relevance is not None or self.rel == "lexical":
+            modular = lexical
+        elif self.rel == "bm25":
+            modular = bm25_relevance(features.query_terms, [s.text for s in request.snippets], self.stem)
         else:
-            diversity = relevance
+            modular = cosine
+        # Div's r_i keeps its own setting, so that varying the Rel kind changes the Rel term alone
+        diversity = cosine if self.diversity_relevance == "cosine" else lexical
         return SubmodularObjective(
-            relevance=relevance,
+            relevance=modular,
             incidence=features.incidence,
             similarity=snippet_similarity(request.snippet_embeddings),
             doc_codes=features.doc_codes,
             weights=self.weights,
             alpha=self.alpha,
             diversity_relevance=diversity,
+            normalise=self.normalise == "ground_set",
         )
 
     def select(self, request: PackingRequest, relevance: np.ndarray | None = None) -> tuple[list[int], dict]:
@@ -286,7 +316,7 @@ class SubmodularPacker(Packer):
                 "packed_cost": 0,
             }
         objective = self.objective(request, relevance)
-        result = cost_scaled_greedy(objective, costs, request.budget, self.max_snippets)
+        result = cost_scaled_greedy(objective, costs, request.budget, self.max_snippets, self.cost_scaled)
         if not fits(costs[result.chosen], request.budget):  # the greedy only adds addable snippets
             raise RuntimeError(f"packer {self.name!r} chose {result.chosen} over budget {request.budget}")
         terms = objective.term_values(result.chosen) if result.chosen else {t: 0.0 for t in TERMS}
