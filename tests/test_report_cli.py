@@ -342,3 +342,26 @@ def test_every_table_states_the_mmr_lambda(tmp_path):
     assert (
         mmr_footnote(pd.concat([packed, mmr])) == "MMR λ: packer=mmr λ = 0.7 (harness default 0.7: 1 = relevance only)."
     )
+
+
+def test_a_predictor_as_the_metric_skips_incremental_validity(tmp_path):
+    # Selection-only sweeps are often reported on answer-in-context itself: the report must not regress it on
+    # itself (its column was once selected twice, and statsmodels failed on the 2-D column).
+    frames = [packing_rows(30, packer, 96, 1, "tiny-135m") for packer in ("packed", "submod")]
+    for frame in frames:
+        frame[["em", "f1"]] = np.nan
+    run = write_sweep(tmp_path / "sweep", frames)
+    assert main([str(run), "--out", str(tmp_path / "out"), "--metric", "answer_in_context", *FAST]) == 0
+    assert (tmp_path / "out" / "policy_table.csv").exists()
+    assert not (tmp_path / "out" / "incremental_validity.csv").exists()
+
+
+def test_incremental_validity_of_an_outcome_that_is_also_the_added_predictor():
+    from harness.stats.analyses import incremental_validity
+
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame(
+        {"aic": rng.integers(0, 2, 80).astype(float), "recall": rng.uniform(size=80), "q": np.repeat(np.arange(40), 2)}
+    )
+    result = incremental_validity(rows, outcome="aic", base="recall", added="aic", cluster="q", n_resamples=50)
+    assert result["r2_full"] == pytest.approx(1.0)

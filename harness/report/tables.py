@@ -250,7 +250,8 @@ def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]
 
 def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTable | None:
     needed = (options.metric, RECALL_AT_K, ANSWER_IN_CONTEXT)
-    if not all(has_values(rows, c) for c in needed):
+    # What answer-in-context adds over recall@k in explaining one of the two themselves says nothing.
+    if options.metric in (RECALL_AT_K, ANSWER_IN_CONTEXT) or not all(has_values(rows, c) for c in needed):
         return None
     complete = rows.dropna(subset=list(needed))
     if len(complete) < 4 or not all(varies(complete[c]) for c in needed):

@@ -118,7 +118,8 @@ def incremental_validity(
     missing = [c for c in (outcome, base, added, cluster) if c not in rows.columns]
     if missing:
         raise KeyError(f"columns not in the rows: {missing}")
-    data = rows[[outcome, base, added, cluster]].dropna()
+    # Unique names: an outcome that is also a predictor must not select its column twice.
+    data = rows[list(dict.fromkeys([outcome, base, added, cluster]))].dropna()
     x = data[base].to_numpy(dtype=float)
     z = data[added].to_numpy(dtype=float)
     y = data[outcome].to_numpy(dtype=float)
@@ -183,7 +184,7 @@ def matched_pairs(
 ) -> pd.DataFrame:
     """Rows of two policies matched on (question, seed): columns question, seed, a, b (+ <extra>_a/_b)."""
     keys = [question] + ([seed] if seed and seed in rows_a.columns and seed in rows_b.columns else [])
-    columns = [metric, *extra]
+    columns = list(dict.fromkeys([metric, *extra]))  # a metric that is also an extra is selected once
     for name, frame in (("first", rows_a), ("second", rows_b)):
         missing = [c for c in (*keys, *columns) if c not in frame.columns]
         if missing:
@@ -193,7 +194,10 @@ def matched_pairs(
                 f"{name} policy has several rows for one ({', '.join(keys)}); split the rows by setting before pairing"
             )
     merged = rows_a[keys + columns].merge(rows_b[keys + columns], on=keys, suffixes=("_a", "_b"))
-    return merged.rename(columns={f"{metric}_a": "a", f"{metric}_b": "b", question: "question"})
+    merged["a"], merged["b"] = merged[f"{metric}_a"], merged[f"{metric}_b"]
+    if metric not in extra:
+        merged = merged.drop(columns=[f"{metric}_a", f"{metric}_b"])
+    return merged.rename(columns={question: "question"})
 
 
 def _per_question(pairs: pd.DataFrame) -> pd.DataFrame:
