@@ -8,7 +8,6 @@ real with the packaged SmolLM2-135M (slow).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import llmlingua.prompt_compressor as llmlingua_module
@@ -24,6 +23,7 @@ from harness.pack.llmlingua import (
 )
 from harness.text.tokens import TokenCounter
 from harness.types import Example, Pool, Snippet
+from tests.helpers.tiny_models import tiny_llmlingua2_classifier
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models"
 
@@ -70,26 +70,8 @@ def make_request(tokens, budget: int) -> PackingRequest:
 @pytest.fixture(scope="module")
 def tiny_llmlingua2_model(tmp_path_factory) -> str:
     """A random 1-layer BERT token classifier whose path names a backbone llmlingua supports."""
-    import torch
-    from transformers import BertConfig, BertForTokenClassification, BertTokenizer
-
-    folder = tmp_path_factory.mktemp("models") / "tiny-bert-base-multilingual-cased"
     text = " ".join(s for sentences in DOCUMENTS.values() for s in sentences)
-    words = sorted(set(re.findall(r"\w+|[^\w\s]", text.lower())))
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
-    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=512,
-        num_labels=2,
-    )
-    BertForTokenClassification(config).save_pretrained(folder)
-    return str(folder)
+    return tiny_llmlingua2_classifier(tmp_path_factory.mktemp("models"), text)
 
 
 # ---- no model needed ------------------------------------------------------------------------------

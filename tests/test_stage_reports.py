@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -19,6 +18,7 @@ from harness.stage import scalar, stage_columns
 from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
 from tests.conftest import REPO, compose_cfg
+from tests.helpers.tiny_models import tiny_llmlingua2_classifier
 from tests.helpers.tree_fakes import FakeChatLM
 
 DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
@@ -153,25 +153,7 @@ def shared_cache(tmp_path_factory):
 def tiny_llmlingua2_model(tmp_path_factory) -> str:
     """A random one-layer BERT token classifier (plumbing only: its choices are noise, not LLMLingua-2's),
     in a folder whose name carries a backbone llmlingua accepts."""
-    import torch
-    from transformers import BertConfig, BertForTokenClassification, BertTokenizer
-
-    folder = tmp_path_factory.mktemp("models") / "tiny-bert-base-multilingual-cased"
-    words = sorted(set(re.findall(r"\w+|[^\w\s]", DEMO.read_text(encoding="utf-8").lower())))
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=512,
-        num_labels=2,
-    )
-    BertForTokenClassification(config).save_pretrained(folder)
-    return str(folder)
+    return tiny_llmlingua2_classifier(tmp_path_factory.mktemp("models"), DEMO.read_text(encoding="utf-8"))
 
 
 FOCUSED_KEYS = {"query_terms", "covered_terms", "skipped_snippets", "packed_cost"}
