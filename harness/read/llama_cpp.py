@@ -10,7 +10,6 @@ are decoded in ``n_parallel`` slots that share each forward pass.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Mapping
@@ -18,6 +17,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from harness.model_files import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,8 @@ class LlamaCppSettings:
 
 @lru_cache(maxsize=64)
 def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    # size and mtime_ns only key the memo: a rewritten file is hashed again.
+    return sha256_file(path)
 
 
 def file_sha256(path: str | Path) -> str:
