@@ -47,6 +47,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "read": ("harness.read",),
     "encoder": ("harness.retrieve.encoder",),
     "rerank": ("harness.retrieve.rerank",),
+    "compress": ("harness.pack.llmlingua",),
 }
 # The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B) and the
 # command line do not change a run's rows.
@@ -164,7 +165,8 @@ def stage_files(stage: str) -> list[Path]:
 
 @cache
 def code_fingerprint(stage: str) -> str:
-    """sha256 of the code behind one cache (``pools``, ``tree``, ``lm``, ``read``, ``encoder``, ``rerank``)
+    """sha256 of the code behind one cache (``pools``, ``tree``, ``lm``, ``read``, ``encoder``, ``rerank``,
+    ``compress``)
     or behind a whole run (``run``): computed once per process."""
     return files_fingerprint(stage_files(stage))
 

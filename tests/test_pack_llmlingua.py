@@ -180,3 +180,31 @@ def test_legacy_kv_cache_wrapper_round_trips_pairs():
     second = wrapped(input_ids=None, past_key_values=sliced)
     assert isinstance(seen["cache"], Cache)
     assert second.past_key_values[0][0].shape[2] == 2 + 3
+
+
+def test_compressions_are_cached_across_packers_and_keyed_by_budget(tokens, tiny_llmlingua2_model, tmp_path):
+    first = LLMLinguaPacker(use_llmlingua2=True, model_name=tiny_llmlingua2_model, cache_dir=tmp_path)
+    calls = []
+    compressor = first.compressor()
+    original = compressor.compress_prompt
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["target_token"])
+        return original(*args, **kwargs)
+
+    compressor.compress_prompt = counting
+    try:
+        made = first.pack(make_request(tokens, 30))
+        assert calls, "the first pack must compress"
+        n_calls = len(calls)
+        # A new packer over the same cache (another reader, a rerun) compresses nothing and gives the same text.
+        again = LLMLinguaPacker(name="again", use_llmlingua2=True, model_name=tiny_llmlingua2_model, cache_dir=tmp_path)
+        reused = again.pack(make_request(tokens, 30))
+        assert len(calls) == n_calls
+        assert [s.text for s in reused.snippets] == [s.text for s in made.snippets]
+        assert reused.extra["target_tokens"] == made.extra["target_tokens"]
+        # Another budget is another compression.
+        again.pack(make_request(tokens, 12))
+        assert len(calls) > n_calls
+    finally:
+        compressor.compress_prompt = original

@@ -28,14 +28,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
+from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.lexical import content_terms
 from harness.protocols import TokenMeasure
 from harness.stage import ratio
 from harness.text.tokens import TokenCounter
 from harness.types import Context, Snippet
+
+CACHE_FILE = "compressions.sqlite"
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +167,12 @@ class LLMLinguaPacker(Packer):
         max_attempts: int = 2,
         model_config: dict | None = None,
         compress_kwargs: dict | None = None,
+        cache_dir: str | Path | None = None,
     ) -> None:
         super().__init__(name)
+        # Compression runs an LM over the whole pool (seconds per question on a CPU): every result is kept,
+        # so another reader, a rerun or a resumed sweep reading the same contexts compresses nothing again.
+        self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="llmlingua") if cache_dir else None
         self.use_llmlingua2 = bool(use_llmlingua2)
         self.method = "llmlingua-2" if self.use_llmlingua2 else "llmlingua-1"
         self.models_dir = str(models_dir)
@@ -202,6 +211,50 @@ class LLMLinguaPacker(Packer):
         lm_tokens = len(compressor.tokenizer(text, add_special_tokens=False)["input_ids"])
         return max(1, int(budget * lm_tokens / reader_tokens))
 
+    def compression_key(self, request: PackingRequest, contexts: list[str]) -> str:
+        """What a compression depends on: this module's code, the method, model and settings, the reader
+        encoding that measures the budget, the budget, the question and the candidates' texts."""
+        return stable_hash(
+            code_fingerprint("compress"),
+            self.method,
+            self.model_name or f"offline:{OFFLINE_LM}",
+            sorted(self.model_config.items()),
+            sorted((k, repr(v)) for k, v in self.compress_kwargs.items()),
+            self.max_attempts,
+            request.tokens.name,
+            int(request.budget),
+            request.question,
+            contexts,
+        )
+
+    def _compressed(self, request: PackingRequest, contexts: list[str], full_text: str) -> tuple[str, list[int]]:
+        """The compressed text and the targets tried, from the cache or by running the compressor."""
+        key = self.compression_key(request, contexts)
+        if self.cache is not None:
+            found = self.cache.get_texts([key]).get(key)
+            if isinstance(found, dict) and isinstance(found.get("text"), str):
+                return found["text"], [int(t) for t in found.get("targets", [])]
+        compressor = self.compressor()
+        compressor.oai_tokenizer = ReaderEncoding(request.tokens)
+        target = self._target_tokens(compressor, full_text, request.budget, request.tokens)
+        kwargs = dict(self.compress_kwargs)
+        if not self.use_llmlingua2:
+            kwargs.update(question=request.question, concate_question=False)
+        targets: list[int] = []
+        text = ""
+        for _ in range(self.max_attempts):
+            targets.append(target)
+            result = compressor.compress_prompt(contexts, target_token=target, **kwargs)
+            text = result["compressed_prompt"].strip()
+            overshoot = request.tokens.count(text) / request.budget
+            if overshoot <= 1.0:
+                break
+            # llmlingua's targets are soft (small LMs overshoot by 2x): aim lower by the overshoot
+            target = max(1, int(target / overshoot))
+        if self.cache is not None:
+            self.cache.put_texts({key: {"text": text, "targets": targets}})
+        return text, targets
+
     def pack(self, request: PackingRequest) -> Context:
         by_candidate: dict[str, list[Snippet]] = {}
         for snippet in in_reading_order(request.snippets):
@@ -226,22 +279,7 @@ class LLMLinguaPacker(Packer):
             text, compressed = full_text, False
             extra["target_tokens"] = []
         else:
-            compressor = self.compressor()
-            compressor.oai_tokenizer = ReaderEncoding(request.tokens)
-            target = self._target_tokens(compressor, full_text, request.budget, request.tokens)
-            kwargs = dict(self.compress_kwargs)
-            if not self.use_llmlingua2:
-                kwargs.update(question=request.question, concate_question=False)
-            targets = []
-            for _ in range(self.max_attempts):
-                targets.append(target)
-                result = compressor.compress_prompt(contexts, target_token=target, **kwargs)
-                text = result["compressed_prompt"].strip()
-                overshoot = request.tokens.count(text) / request.budget
-                if overshoot <= 1.0:
-                    break
-                # llmlingua's targets are soft (small LMs overshoot by 2x): aim lower by the overshoot
-                target = max(1, int(target / overshoot))
+            text, targets = self._compressed(request, contexts, full_text)
             compressed = True
             extra["target_tokens"] = targets
 
