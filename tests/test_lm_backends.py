@@ -145,6 +145,18 @@ def test_client_sends_openai_chat_payload_with_system_prompt_and_key(monkeypatch
         assert len(server.requests) == 1
 
 
+def test_client_counts_the_prompt_tokens_the_server_reports():
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}}]}
+    script = [(200, {}, {**reply, "usage": {"prompt_tokens": 17, "completion_tokens": 1}}, 0), (200, {}, reply, 0)]
+    with ScriptedServer(script) as server:
+        lm, _ = client(server)
+        assert lm.chat(["What is 2+2?"], 4) == ["four"]
+        assert (lm.calls, lm.prompt_tokens) == (1, 17)
+        # A response without usage counts nothing; a cached prompt is not sent again.
+        assert lm.chat(["What is 3+1?", "What is 2+2?"], 4) == ["four", "four"]
+        assert (lm.calls, lm.prompt_tokens, len(server.requests)) == (2, 17, 2)
+
+
 def test_client_retries_429_and_5xx_with_backoff_and_retry_after():
     script = [
         (429, {"Retry-After": "0"}, {"error": "rate"}, 0),
@@ -248,6 +260,14 @@ def test_local_chat_lm_generates_greedily_batches_and_caches(smollm2_folder, tmp
         pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32", batch_size=1, torch_threads=1
     )
     assert [alone.chat([p], 12)[0] for p in prompts] == batched
+    # Prompt tokens: each rendered prompt's ids, worked out from the tokenizer (padding not counted).
+    tok = lm.tokenizer
+    rendered = [
+        tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+    lengths = [len(tok(r, add_special_tokens=False)["input_ids"]) for r in rendered]
+    assert lengths[0] != lengths[1] and (lm.calls, lm.prompt_tokens) == (2, sum(lengths))
     calls = lm.calls
     again = LocalChatLM(pretrained=str(smollm2_folder), offline_model="smollm2", dtype="float32", cache_dir=tmp_path)
     assert again.chat(prompts, 12) == batched and again.calls == 0 and again._model is None

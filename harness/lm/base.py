@@ -28,7 +28,9 @@ CACHE_FILE = "lm_responses.sqlite"
 class CachedChatLM(ABC):
     """Base of the real backends: validation, the response cache and call counters.
 
-    ``calls`` counts prompts actually sent to the model (cache misses), ``requests`` every prompt asked.
+    ``calls`` counts prompts actually sent to the model (cache misses), ``requests`` every prompt asked,
+    ``prompt_tokens`` the model's input tokens of the prompts sent (each backend's ``_generate`` adds
+    them: rendered chat prompt, special tokens included, padding excluded).
     """
 
     backend: str = "chat"
@@ -41,6 +43,7 @@ class CachedChatLM(ABC):
         self.response_cache: ResponseCache[str] = ResponseCache(self.cache, memory=True)
         self.calls = 0
         self.requests = 0
+        self.prompt_tokens = 0
 
     @property
     def identity(self) -> str:
@@ -82,7 +85,7 @@ class CachedChatLM(ABC):
 
     @abstractmethod
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
-        """Responses for prompts none of which is cached."""
+        """Responses for prompts none of which is cached; adds their input tokens to ``prompt_tokens``."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model_id!r})"

@@ -16,6 +16,22 @@ from harness.lm.base import CachedChatLM
 log = logging.getLogger(__name__)
 
 
+def render_chat(tokenizer, system_prompt: str, prompt: str, max_input_tokens: int | None = None) -> str:
+    """The full model input for one user prompt: the prompt cut to its first ``max_input_tokens``
+    tokens, then the tokenizer's chat template (system message when ``system_prompt`` is not blank, the
+    user message, the generation prompt); a tokenizer without a template gets the plain text."""
+    if max_input_tokens is not None:
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if len(ids) > max_input_tokens:
+            prompt = tokenizer.decode(ids[:max_input_tokens], skip_special_tokens=True)
+    system_prompt = system_prompt or ""
+    if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
+        messages.append({"role": "user", "content": prompt})
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return f"{system_prompt.strip()}\n\n{prompt}".strip() if system_prompt.strip() else prompt
+
+
 class LocalChatLM(CachedChatLM):
     """The weights are named by the reader's model keys (:class:`harness.read.loading.ModelSpec`), as
     keyword arguments; ``offline_model`` defaults to the packaged SmolLM2."""
@@ -74,16 +90,7 @@ class LocalChatLM(CachedChatLM):
 
     def render(self, prompt: str) -> str:
         """The full model input for one user prompt (chat template when the tokenizer has one)."""
-        tokenizer = self.tokenizer
-        if self.max_input_tokens is not None:
-            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            if len(ids) > self.max_input_tokens:
-                prompt = tokenizer.decode(ids[: self.max_input_tokens], skip_special_tokens=True)
-        if getattr(tokenizer, "chat_template", None):
-            messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
-            messages.append({"role": "user", "content": prompt})
-            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return f"{self.system_prompt.strip()}\n\n{prompt}".strip() if self.system_prompt.strip() else prompt
+        return render_chat(self.tokenizer, self.system_prompt, prompt, self.max_input_tokens)
 
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
@@ -126,6 +133,7 @@ class LocalChatLM(CachedChatLM):
                     top_k=None,
                     pad_token_id=tokenizer.pad_token_id,
                 )
+            self.prompt_tokens += int(enc["attention_mask"].sum())  # padding excluded
             new_tokens = generated[:, enc["input_ids"].shape[1] :]
             for i, row in zip(batch, new_tokens, strict=False):
                 outputs[i] = tokenizer.decode(row, skip_special_tokens=True).strip()

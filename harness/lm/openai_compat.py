@@ -75,12 +75,23 @@ class OpenAIChatLM(CachedChatLM):
 
     def complete(self, prompt: str, max_new_tokens: int) -> str:
         """One chat completion, uncached, with retries."""
+        return self._complete(prompt, max_new_tokens)[0]
+
+    def _complete(self, prompt: str, max_new_tokens: int) -> tuple[str, int]:
+        """One chat completion and its prompt tokens as the server reports them (``usage.prompt_tokens``).
+        A server that reports no usage counts 0: the remote model's tokenizer is not at hand to count
+        them here, so ``prompt_tokens`` then undercounts."""
         data = self.http.post("chat/completions", self._payload(prompt, max_new_tokens))
-        return first_choice(data, "message", self.name)[0].strip()
+        text = first_choice(data, "message", self.name)[0].strip()
+        usage = data.get("usage") if isinstance(data, dict) else None
+        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        return text, tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         outputs = []
         for prompt in prompts:
-            outputs.append(self.complete(prompt, max_new_tokens))
+            text, tokens = self._complete(prompt, max_new_tokens)
+            self.prompt_tokens += tokens
+            outputs.append(text)
             self.save({self.cache_key(prompt, max_new_tokens): outputs[-1]})
         return outputs

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model_files import sha256_file
+from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,41 @@ def load_gguf_tokenizer(folder_or_gguf: str | Path):
     return tokenizer
 
 
+def resolve_gguf(gguf: str | Path | None, offline_model: str | None, models_dir: str | Path) -> Path:
+    """The GGUF a llama.cpp model runs: ``gguf`` when set, else the offline model's file."""
+    if gguf:
+        return Path(gguf)
+    if offline_model is None:
+        raise ValueError("a llama.cpp model needs `gguf` (a .gguf path) or `offline_model`")
+    return gguf_path(offline_model, models_dir)
+
+
+def gguf_identity(gguf: str | Path | None, offline_model: str | None, models_dir: str | Path) -> str:
+    """``gguf=<file name>:<sha256>|quant=<format>``. A ladder model's sha256 is the recorded one its
+    assembly was verified against (so the id needs no file); any other GGUF is hashed once per process."""
+    spec = offline_model_spec(offline_model) if offline_model and not gguf else None
+    if spec is not None and spec.sha256:
+        name, sha, quant = spec.gguf_file, spec.sha256, spec.quantization
+    else:
+        path = resolve_gguf(gguf, offline_model, models_dir)
+        name, sha = path.name, file_sha256(path)
+        quant = spec.quantization if spec is not None and spec.quantization else gguf_quantization(path)
+    return f"gguf={name}:{sha}|quant={quant}"
+
+
+def gguf_tokenizer_source(
+    tokenizer: str | Path | None, gguf: str | Path | None, offline_model: str | None, models_dir: str | Path
+) -> str | Path:
+    """Where a llama.cpp model's Hugging Face tokenizer is read from: ``tokenizer`` when set; else the
+    offline model's tokenizer folder (converted from its GGUF once and kept); else the GGUF file itself
+    (read on every load)."""
+    if tokenizer:
+        return tokenizer
+    if offline_model and not gguf:
+        return ensure_offline_tokenizer(offline_model, models_dir)
+    return resolve_gguf(gguf, offline_model, models_dir)
+
+
 class LlamaCppGenerator:
     """Greedy completion of already-rendered prompts by a llama.cpp server held in this process."""
 
@@ -141,24 +177,37 @@ class LlamaCppGenerator:
             self._server = xllamacpp.Server(params)
         return self._server
 
-    def encode(self, prompts: list[str]) -> list[list[int]]:
+    def encode(self, prompts: list[str], max_new_tokens: int | None = None) -> list[list[int]]:
+        """The token ids of each prompt, refused when a prompt and ``max_new_tokens`` (default: the
+        generator's) do not fit one slot's context."""
+        max_new_tokens = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
         ids = [list(x) for x in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
-        limit = self.settings.n_ctx - self.max_new_tokens
+        limit = self.settings.n_ctx - max_new_tokens
         for prompt_ids in ids:
             if len(prompt_ids) > limit:
                 raise ValueError(
                     f"a prompt of {len(prompt_ids)} tokens does not fit llama_cpp.n_ctx={self.settings.n_ctx} "
-                    f"with max_new_tokens={self.max_new_tokens}; raise reader.llama_cpp.n_ctx"
+                    f"with max_new_tokens={max_new_tokens}; raise reader.llama_cpp.n_ctx"
                 )
         return ids
 
-    def generate(self, prompts: list[str]) -> list[str]:
-        """The generated text of each prompt, in order (special tokens not rendered)."""
+    def generate(self, prompts: list[str], max_new_tokens: int | None = None) -> list[str]:
+        """The generated text of each prompt, in order (special tokens not rendered). ``max_new_tokens``
+        overrides the generator's for this request (the server is not restarted)."""
         if not prompts:
             return []
+        return self.generate_ids(self.encode(prompts, max_new_tokens), max_new_tokens)
+
+    def generate_ids(self, ids: list[list[int]], max_new_tokens: int | None = None) -> list[str]:
+        """The generated text of each already-encoded prompt (see :meth:`encode`), in order."""
+        if not ids:
+            return []
+        max_new_tokens = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         request = {
-            "prompt": self.encode(prompts),
-            "max_tokens": self.max_new_tokens,
+            "prompt": ids,
+            "max_tokens": max_new_tokens,
             "temperature": 0.0,
             "top_k": 1,
             "seed": self.settings.seed,
@@ -169,8 +218,8 @@ class LlamaCppGenerator:
         if not isinstance(response, Mapping) or "choices" not in response:
             raise RuntimeError(f"llama.cpp on {self.gguf.name} answered without choices: {str(response)[:500]}")
         choices = sorted(response["choices"], key=lambda c: c["index"])
-        if len(choices) != len(prompts):
-            raise RuntimeError(f"llama.cpp on {self.gguf.name}: {len(prompts)} prompts but {len(choices)} answers")
+        if len(choices) != len(ids):
+            raise RuntimeError(f"llama.cpp on {self.gguf.name}: {len(ids)} prompts but {len(choices)} answers")
         timings = response.get("timings")
         self.last_timings = timings if isinstance(timings, list) else [timings] if timings else []
         return [c["text"] for c in choices]

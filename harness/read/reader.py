@@ -19,12 +19,12 @@ from harness.read.answers import extract_answer
 from harness.read.llama_cpp import (
     LlamaCppGenerator,
     LlamaCppSettings,
-    file_sha256,
-    gguf_quantization,
+    gguf_identity,
+    gguf_tokenizer_source,
     load_gguf_tokenizer,
+    resolve_gguf,
 )
 from harness.read.loading import ModelSpec, resolve_dtype
-from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
 from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
 from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
@@ -232,24 +232,14 @@ class Reader:
     @property
     def gguf_file(self) -> Path:
         """The GGUF a llama_cpp reader runs: ``gguf`` when set, else the offline model's file."""
-        if self.gguf:
-            return Path(self.gguf)
-        return gguf_path(self.spec.offline_model, self.spec.models_dir)
+        return resolve_gguf(self.gguf, self.spec.offline_model, self.spec.models_dir)
 
     @property
     def gguf_identity(self) -> str:
         """``gguf=<file name>:<sha256>|quant=<format>``. A ladder model's sha256 is the recorded one its
         assembly was verified against (so the id needs no file); any other GGUF is hashed once per process."""
         if self._gguf_identity is None:
-            offline = self.spec.offline_model
-            spec = offline_model_spec(offline) if offline and not self.gguf else None
-            if spec is not None and spec.sha256:
-                name, sha, quant = spec.gguf_file, spec.sha256, spec.quantization
-            else:
-                path = self.gguf_file
-                name, sha = path.name, file_sha256(path)
-                quant = spec.quantization if spec is not None and spec.quantization else gguf_quantization(path)
-            self._gguf_identity = f"gguf={name}:{sha}|quant={quant}"
+            self._gguf_identity = gguf_identity(self.gguf, self.spec.offline_model, self.spec.models_dir)
         return self._gguf_identity
 
     def __repr__(self) -> str:
@@ -269,11 +259,7 @@ class Reader:
     def _llama_cpp_tokenizer_source(self) -> str | Path:
         """``tokenizer`` when set; else the offline model's tokenizer folder (converted from its GGUF
         once and kept); else the GGUF file itself (read on every load)."""
-        if self.tokenizer_path:
-            return self.tokenizer_path
-        if self.spec.offline_model and not self.gguf:
-            return ensure_offline_tokenizer(self.spec.offline_model, self.spec.models_dir)
-        return self.gguf_file
+        return gguf_tokenizer_source(self.tokenizer_path, self.gguf, self.spec.offline_model, self.spec.models_dir)
 
     @property
     def token_counter(self) -> TokenCounter:
