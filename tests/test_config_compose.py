@@ -88,3 +88,23 @@ def test_the_reranker_is_its_own_group_and_a_valid_top_level_key():
 def test_experiment_values_override_top_level_defaults():
     cfg = compose_cfg(["experiment=trees_qasper"])
     assert cfg.budget == 512 and cfg.k == 10 and cfg.snippets.unit == "candidate"
+
+
+@pytest.mark.parametrize("option", options("lm"))
+def test_every_lm_option_composes_as_a_trees_lm(option):
+    cfg = compose_cfg(["tree=raptor", f"lm@tree.lm={option}"])
+    assert cfg.tree.lm.name
+    if cfg.tree.lm._target_.endswith("LlamaCppChatLM"):  # builds without starting llama.cpp
+        lm = instantiate(cfg.tree.lm)
+        assert lm.backend == "llama_cpp" and lm._generator is None
+        assert lm.settings.n_threads == 2 and "|quant=Q4" in lm.model_id
+
+
+@pytest.mark.parametrize("tree", ["raptor", "dtcrs"])
+def test_the_trees_replication_sweep_gives_both_trees_the_gguf_summariser(tree):
+    cfg = compose_cfg(["+sweeps=replication_trees", f"tree={tree}", "dataset=quality"])
+    assert cfg.tree.name == tree and cfg.dataset.name == "quality" and cfg.dataset.chunk_tokens == 100
+    assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit, cfg.logger) == (512, 10, False, "candidate", None)
+    lm = instantiate(cfg.tree.lm)
+    assert type(lm).__name__ == "LlamaCppChatLM" and lm.settings.n_ctx == 8192
+    assert lm.model_id.startswith("offline:smollm2|gguf=SmolLM2-135M-Instruct.Q4_1.gguf:")

@@ -86,6 +86,43 @@ def test_tree_is_cached_per_document_in_memory_and_on_disk(tmp_path):
     assert {c.text for c in second.candidates} == {c.text for c in first.candidates}
 
 
+def test_raptor_reports_the_lm_work_of_its_build_and_a_cached_tree_reports_the_stored_work(tmp_path):
+    lm = FakeChatLM()
+    tree = RaptorTree(lm=lm, cache_dir=tmp_path, **SETTINGS)
+    svc = services()
+    _, first = tree.expand(make_long_pool(qid="q1"), svc)
+    # One call per summary (the fake LM returns no empty ones); tokens: the words of every prompt sent.
+    assert first["summary_nodes"] > 0 and first["empty_summaries"] == 0
+    assert first["lm_calls"] == first["summary_nodes"] == len(lm.prompts)
+    assert first["lm_prompt_tokens"] == sum(len(p.split()) for p in lm.prompts) > 0
+    assert first["cached"] is False
+
+    # Another question on the document: the tree comes from the cache with its original build's facts.
+    _, second = tree.expand(make_long_pool(question="Why do cats purr?", qid="q2"), svc)
+    assert second["cached"] is True and lm.calls == first["lm_calls"]
+    for key in ("lm_calls", "lm_prompt_tokens", "build_seconds", "summary_nodes"):
+        assert second[key] == first[key]
+
+    # A new process (fresh tree and LM) reads the same stored counts from disk and calls nothing.
+    other_lm = FakeChatLM()
+    _, reread = RaptorTree(lm=other_lm, cache_dir=tmp_path, **SETTINGS).expand(make_long_pool(qid="q1"), svc)
+    assert reread["cached"] is True and other_lm.calls == 0
+    assert (reread["lm_calls"], reread["lm_prompt_tokens"], reread["build_seconds"]) == (
+        first["lm_calls"],
+        first["lm_prompt_tokens"],
+        first["build_seconds"],
+    )
+
+
+def test_an_lm_without_counters_reports_no_lm_work():
+    class PlainLM:
+        def chat(self, prompts, max_new_tokens):
+            return [f"summary {p.split()[-1]}" for p in prompts]
+
+    _, info = RaptorTree(lm=PlainLM(), **SETTINGS).expand(make_long_pool(), services())
+    assert info["summary_nodes"] > 0 and info["lm_calls"] is None and info["lm_prompt_tokens"] is None
+
+
 def test_fixed_seed_gives_identical_trees():
     def build(seed):
         tree = RaptorTree(lm=FakeChatLM(), reducer="pca", reduction_dim=3, max_cluster_tokens=None)
@@ -269,6 +306,29 @@ def test_dynamic_tree_is_cached_per_question():
     assert other["cached"] is False
 
 
+def test_dynamic_tree_reports_the_lm_work_of_every_step():
+    lm = FakeChatLM()
+    tree = DynamicTree(lm=lm, **SETTINGS)
+    svc = services()
+    _, built = tree.expand(make_long_pool(qid="q1"), svc)
+    # Classification, table of contents, decomposition, then one call per summary.
+    assert built["built"] is True and built["lm_calls"] == 3 + built["summary_nodes"] == len(lm.prompts)
+    assert built["lm_prompt_tokens"] == sum(len(p.split()) for p in lm.prompts)
+    sent = len(lm.prompts)
+    _, again = tree.expand(make_long_pool(qid="q1"), svc)
+    assert again["cached"] is True and len(lm.prompts) == sent + 1  # the classification is asked again
+    assert (again["lm_calls"], again["lm_prompt_tokens"]) == (built["lm_calls"], built["lm_prompt_tokens"])
+    # No tree for an extractive question: the classification is the only LM work; with rules, none.
+    extractive = FakeChatLM(question_class="extractive")
+    _, skipped = DynamicTree(lm=extractive, **SETTINGS).expand(make_long_pool(), svc)
+    assert skipped["built"] is False and skipped["lm_calls"] == 1 == extractive.calls
+    assert skipped["lm_prompt_tokens"] == len(extractive.prompts[0].split())
+    _, by_rules = DynamicTree(lm=FakeChatLM(), classifier="rules", **SETTINGS).expand(
+        make_long_pool(question="Who launched the rocket?"), svc
+    )
+    assert by_rules["built"] is False and (by_rules["lm_calls"], by_rules["lm_prompt_tokens"]) == (0, 0)
+
+
 def test_dynamic_tree_rejects_bad_settings():
     with pytest.raises(ValueError, match="tree_classes"):
         DynamicTree(lm=FakeChatLM(), tree_classes=["opinion"])
@@ -308,3 +368,34 @@ def test_trees_build_with_the_real_offline_smollm2(tmp_path):
     _, info = dynamic.expand(pool, services())
     assert info["question_class"] == "abstractive" and info["toc"]
     assert 1 <= len(info["sub_questions"]) <= 4 and info["nodes_per_layer"][0] == 9
+
+
+@pytest.mark.slow
+def test_raptor_counts_the_work_of_the_llama_cpp_lm_and_stores_it_with_the_tree(tmp_path):
+    from harness.lm.llama_cpp import LlamaCppChatLM
+    from harness.read.offline_models import DEFAULT_MODELS_DIR
+    from harness.tree.summary_tree import SUMMARY_PROMPT
+
+    def llama_lm():
+        return LlamaCppChatLM(models_dir=DEFAULT_MODELS_DIR, llama_cpp={"n_ctx": 2048, "n_threads": 1})
+
+    lm = llama_lm()
+    pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
+    settings = {"min_nodes": 0, "reducer": "pca", "reduction_dim": 2, "summary_max_tokens": 24, "cache_dir": tmp_path}
+    built, _, _, _ = RaptorTree(lm=lm, **settings).build(pool, services())
+    _, info = RaptorTree(lm=lm, **settings).expand(pool, services())  # same process, new tree: from disk
+    assert built.empty_summaries == 0 and info["summary_nodes"] == len(built.summary_nodes()) > 0
+    assert info["lm_calls"] == info["summary_nodes"] == lm.calls and info["cached"] is True
+    # The prompt of each summary, rebuilt from its children, in the tokens the model read.
+    prompts = [
+        SUMMARY_PROMPT.format(
+            context="\n\n".join(" ".join(built.layers[n.layer - 1][c].text.splitlines()) for c in n.children)
+        )
+        for n in built.summary_nodes()
+    ]
+    assert info["lm_prompt_tokens"] == lm.prompt_tokens == sum(len(ids) for ids in lm.encode(prompts, 24))
+    # A new process: the cached tree reports the stored counts and no LM is called.
+    fresh = llama_lm()
+    _, reread = RaptorTree(lm=fresh, **settings).expand(pool, services())
+    assert reread["cached"] is True and fresh.calls == 0 and fresh._generator is None
+    assert (reread["lm_calls"], reread["lm_prompt_tokens"]) == (info["lm_calls"], info["lm_prompt_tokens"])

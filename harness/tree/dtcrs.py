@@ -17,8 +17,9 @@ seed). ``expand`` returns, with each question's pool, the facts that become ``tr
 with the same keys whether or not a tree was built, so a reader of the results sees why it was or was
 not: the class and its source, the table of contents, the sub-questions, nodes per layer and
 construction seconds (classification, table of contents and decomposition included; leaf embedding
-excluded). ``last_fit`` keeps the last first-layer fit (reducer, mixture, means_init) for inspection;
-the pipeline never reads it.
+excluded) and the LM calls and prompt tokens of the same steps. A tree read from the cache reports
+its original build's seconds and LM work (``cached`` says so). ``last_fit`` keeps the last first-layer
+fit (reducer, mixture, means_init) for inspection; the pipeline never reads it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from harness.tree.questions import (
     table_of_contents,
 )
 from harness.tree.recursive import RecursiveSummaryTree
-from harness.tree.summary_tree import SummaryTree
+from harness.tree.summary_tree import SummaryTree, lm_work, lm_work_since
 from harness.types import Pool
 
 CLASSIFIERS = ("lm", "rules", "gold")
@@ -111,6 +112,7 @@ class DynamicTree(RecursiveSummaryTree):
         lm = self.language_model(services)
         measure = self.measure(services)
 
+        work = lm_work(lm)
         start = time.perf_counter()
         classification = classify_question(
             example.question, lm, self.classifier, example.qtype, self.classify_max_tokens
@@ -134,6 +136,7 @@ class DynamicTree(RecursiveSummaryTree):
                 "build_seconds": classify_seconds,
                 "timings": {"classify_seconds": classify_seconds},
                 "empty_summaries": 0,
+                **lm_work_since(lm, work),
                 "cached": False,
                 "cache_key": "",
             }
@@ -187,6 +190,7 @@ class DynamicTree(RecursiveSummaryTree):
             "build_seconds": classify_seconds + toc_seconds + decompose_seconds + seed_seconds + tree.build_seconds,
             "timings": timings,
             "empty_summaries": tree.empty_summaries,
+            **lm_work_since(lm, work),  # classification, table of contents, decomposition and summaries
         }
         self.store(key, {"tree": tree.to_json(), "info": built}, embeddings)
         return self.tree_pool(pool, tree, embeddings), {**info, **built, "cached": False, "cache_key": key}

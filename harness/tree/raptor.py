@@ -44,6 +44,10 @@ class RaptorTree(RecursiveSummaryTree):
             "build_seconds": tree.build_seconds,
             "timings": dict(tree.timings),
             "empty_summaries": tree.empty_summaries,
+            # The LM work of building this tree; a tree read from the cache reports its original
+            # build's, like build_seconds (``cached`` tells the two apart).
+            "lm_calls": tree.lm_calls,
+            "lm_prompt_tokens": tree.lm_prompt_tokens,
             "cached": from_cache,
             "cache_key": key,
             "expand_seconds": time.perf_counter() - start,

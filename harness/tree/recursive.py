@@ -12,8 +12,11 @@ retrieval modes turn the tree into the pool the diversifier and packer see:
 
 ``expand`` returns, with each question's pool, the build facts that become ``tree.*`` row columns:
 nodes per layer, construction seconds (leaf embedding, a preprocessing step shared with dense
-retrieval, excluded), whether the tree came from the cache, and the tree's cache key (questions on
-one document share it). Only caches live on the object; nothing about a particular question does.
+retrieval, excluded), the LM calls and prompt tokens of the construction (``lm_calls``,
+``lm_prompt_tokens``: cache misses of the LM; None for an LM without counters), whether the tree came
+from the cache (a cached tree reports the seconds and LM work of its original build), and the tree's
+cache key (questions on one document share it). Only caches live on the object; nothing about a
+particular question does.
 """
 
 from __future__ import annotations

@@ -44,6 +44,8 @@ class SummaryTree:
     build_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     empty_summaries: int = 0  # clusters whose summary came back empty (dropped)
+    lm_calls: int | None = None  # prompts the LM generated (cache misses) while building; None: not counted
+    lm_prompt_tokens: int | None = None  # their input tokens
 
     def nodes_per_layer(self) -> list[int]:
         return [len(layer) for layer in self.layers]
@@ -60,6 +62,8 @@ class SummaryTree:
             "build_seconds": self.build_seconds,
             "timings": self.timings,
             "empty_summaries": self.empty_summaries,
+            "lm_calls": self.lm_calls,
+            "lm_prompt_tokens": self.lm_prompt_tokens,
         }
 
     @classmethod
@@ -68,7 +72,14 @@ class SummaryTree:
             [TreeNode(li, ni, n["text"], tuple(n["children"]), tuple(n["source_ids"])) for ni, n in enumerate(layer)]
             for li, layer in enumerate(data["layers"])
         ]
-        return cls(layers, float(data["build_seconds"]), dict(data["timings"]), int(data.get("empty_summaries", 0)))
+        return cls(
+            layers,
+            float(data["build_seconds"]),
+            dict(data["timings"]),
+            int(data.get("empty_summaries", 0)),
+            data.get("lm_calls"),
+            data.get("lm_prompt_tokens"),
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,23 @@ class BuildSettings:
 
 FirstLayer = Callable[[np.ndarray], list[np.ndarray]]
 
+LMWork = tuple[int | None, int | None]
+
+
+def lm_work(lm: ChatLM) -> LMWork:
+    """The LM's running counters (``calls``, ``prompt_tokens``: see ``harness.lm.base``); None for a
+    ChatLM that keeps no such counter."""
+    calls, tokens = getattr(lm, "calls", None), getattr(lm, "prompt_tokens", None)
+    return (calls if isinstance(calls, int) else None, tokens if isinstance(tokens, int) else None)
+
+
+def lm_work_since(lm: ChatLM, before: LMWork) -> dict[str, int | None]:
+    """``lm_calls`` and ``lm_prompt_tokens`` spent since ``before = lm_work(lm)``: the LM work of one
+    tree, which row columns report (prompts answered from the LM's own cache cost nothing)."""
+    after = lm_work(lm)
+    calls, tokens = (None if a is None or b is None else a - b for a, b in zip(after, before, strict=True))
+    return {"lm_calls": calls, "lm_prompt_tokens": tokens}
+
 
 class TreeBuilder:
     """Builds one tree from leaves; ``measure`` counts and truncates text (a TokenCounter or WordCounter)."""
@@ -127,6 +155,7 @@ class TreeBuilder:
         layers: list[list[TreeNode]] = [list(leaves)]
         embeddings: list[np.ndarray] = [np.asarray(leaf_embeddings, dtype=np.float32)]
         empty = 0
+        work = lm_work(self.lm)
         start = time.perf_counter()
         for layer in range(1, settings.max_layers + 1):
             below, below_emb = layers[-1], embeddings[-1]
@@ -156,7 +185,10 @@ class TreeBuilder:
             layers.append(nodes)
             if len(clusters) == 1:  # everything below went into one summary: the root
                 break
-        tree = SummaryTree(layers, time.perf_counter() - start, timings, empty)
+        spent = lm_work_since(self.lm, work)
+        tree = SummaryTree(
+            layers, time.perf_counter() - start, timings, empty, spent["lm_calls"], spent["lm_prompt_tokens"]
+        )
         log.debug("tree built: nodes per layer %s in %.1f s", tree.nodes_per_layer(), tree.build_seconds)
         return tree, embeddings
 

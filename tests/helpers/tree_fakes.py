@@ -23,7 +23,8 @@ class FakeChatLM:
     """Answers every prompt type the trees send, deterministically, and records what it was asked.
 
     Summaries are the first word of each context paragraph plus its length, so a summary depends on
-    exactly which children it summarises.
+    exactly which children it summarises. Counts like a real backend with no cache: ``calls`` one per
+    prompt, ``prompt_tokens`` its whitespace words.
     """
 
     identity = "fake-chat-lm"
@@ -47,11 +48,13 @@ class FakeChatLM:
         self.toc = toc
         self.prompts: list[str] = []
         self.calls = 0
+        self.prompt_tokens = 0
 
     def chat(self, prompts, max_new_tokens):
-        self.calls += 1
         out = []
         for prompt in prompts:
+            self.calls += 1
+            self.prompt_tokens += len(prompt.split())
             self.prompts.append(prompt)
             if prompt.startswith("Classify the question"):
                 out.append(self.question_class)
