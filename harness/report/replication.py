@@ -36,7 +36,7 @@ from harness.metrics.registry import (
 )
 from harness.report.diversity import diversity_tables
 from harness.report.formatting import fmt, fmt_ci, to_markdown
-from harness.report.load import annotate, load_runs
+from harness.report.load import annotate, format_value, load_runs
 from harness.report.plots import plot_diversity, reader_scale
 from harness.report.tables import Options
 from harness.stats.analyses import correlations, incremental_validity, matched_pairs
@@ -617,7 +617,7 @@ def injection_section(settings: Settings) -> Section:
         ("Open retrieval, pools of 100 (HotpotQA fullwiki sample)", open_rows, INJECTION_OPEN),
         ("Distractor, pools of 10 (HotpotQA distractor sample)", distractor_rows, INJECTION_DISTRACTOR),
     ):
-        section.add("", f"### {label}")
+        section.add("", f"### {label}", "")
         if rows is None:
             section.add("Not run yet:")
             section.command(study.command)
@@ -628,43 +628,74 @@ def injection_section(settings: Settings) -> Section:
             continue
         section.add(f"{rows['qkey'].nunique()} questions, {rows['run_dir'].nunique()} runs. Test S-Recall@5 [95% CI]:")
         section.table(tables["diversity_s_recall"].display)
-        robust = tables["diversity_robustness"]
-        section.add("Regret against the per-level envelope (best method at that level) and downside against kNN:")
-        section.table(robust.display)
-        contrasts = tables["diversity_contrasts"].data
-        contrasts = contrasts[contrasts["kind"] == "level"]
-        levels = sorted(contrasts["level"].unique())
-        clean, heavy = levels[0], levels[-1]
-        lines = []
-        for method in sorted(contrasts["method"].unique()):
-            at = contrasts[contrasts["method"] == method].set_index("level")
-            c, h = at.loc[clean], at.loc[heavy]
-            lines.append(
-                f"- {method} − kNN: clean (ρ = {fmt(clean)}) {fmt_ci(c.mean_diff, c.ci_low, c.ci_high)} → "
-                f"{verdict(c.ci_low, c.ci_high, direction=-1)}; ρ = {fmt(heavy)} "
-                f"{fmt_ci(h.mean_diff, h.ci_low, h.ci_high)} → {verdict(h.ci_low, h.ci_high)}"
-            )
-        section.add(
-            "Per method, the clean-pool cost (paper: below zero) and the heavy-redundancy gain (paper: above zero):",
-            "",
-            *lines,
-        )
-        data = robust.data.set_index("method")
-        minimax = [m for m in data.index if bool(data.loc[m, "minimax"])]
-        if "rule" in data.index:
-            rule = data.loc["rule"]
-            section.add(
-                "",
-                f"**Verdict, rule vs envelope: the rule's largest regret is {fmt(rule['max_regret'])}; the "
-                f"minimax-regret choice is {', '.join(minimax)} → "
-                f"{'reproduced' if 'rule' in minimax else 'not reproduced'}.**",
-            )
+        if "diversity_robustness" not in tables or not studies:
+            section.add("Regret, envelope and per-level contrasts need at least two levels of ρ in the runs.")
+        else:
+            _injection_claims(section, tables, studies[0].study)
         for i, result in enumerate(studies):
             for path in plot_diversity(result, settings.figures, index=i):
                 target = path.with_name(f"injection_{study.directory}_{path.name}")
                 path.replace(target)
                 section.add("", f"![{label}]({settings.relative(target)})")
     return section
+
+
+def _injection_claims(section: Section, tables: dict, study) -> None:
+    """Regret, the rule against the envelope, and each method's clean-pool cost and heavy-redundancy gain."""
+    robust = tables["diversity_robustness"]
+    section.add("Regret against the per-level envelope (best method at that level) and downside against kNN:")
+    section.table(robust.display)
+    section.add("The rule against the envelope (best fixed method at each level) and the per-query oracle:")
+    section.table(_envelope_table(study))
+    contrasts = tables["diversity_contrasts"].data
+    contrasts = contrasts[contrasts["kind"] == "level"]
+    levels = sorted(contrasts["level"].unique())
+    clean, heavy = levels[0], levels[-1]
+    lines = []
+    for method in sorted(contrasts["method"].unique()):
+        at = contrasts[contrasts["method"] == method].set_index("level")
+        c, h = at.loc[clean], at.loc[heavy]
+        lines.append(
+            f"- {method} − kNN: clean (ρ = {format_value(clean)}) {fmt_ci(c.mean_diff, c.ci_low, c.ci_high)} → "
+            f"{verdict(c.ci_low, c.ci_high, direction=-1)}; ρ = {format_value(heavy)} "
+            f"{fmt_ci(h.mean_diff, h.ci_low, h.ci_high)} → {verdict(h.ci_low, h.ci_high)}"
+        )
+    section.add(
+        "Per method, the clean-pool cost (paper: below zero) and the heavy-redundancy gain (paper: above zero):",
+        "",
+        *lines,
+    )
+    data = robust.data.set_index("method")
+    minimax = [m for m in data.index if bool(data.loc[m, "minimax"])]
+    if "rule" in data.index:
+        rule = data.loc["rule"]
+        section.add(
+            "",
+            f"**Verdict, rule vs envelope: the rule's largest regret is {fmt(rule['max_regret'])}; the "
+            f"minimax-regret choice is {', '.join(minimax)} → "
+            f"{'reproduced' if 'rule' in minimax else 'not reproduced'}.**",
+        )
+
+
+def _envelope_table(study) -> pd.DataFrame:
+    """Per level: kNN, the rule, the best fixed method (the envelope a misspecification-free choice would
+    reach), the per-query oracle over all methods, and the rule's gap to the envelope."""
+    means = study.means.pivot(index="level", columns="method", values="mean")
+    oracle = study.oracles[study.oracles["method"] == "all methods"].set_index("level")["oracle_mean"]
+    records = []
+    for level, row in means.iterrows():
+        best = row.drop(labels=["rule"], errors="ignore").idxmax()
+        records.append(
+            {
+                "ρ": format_value(level),
+                study.reference: fmt(row.get(study.reference, math.nan)),
+                "rule": fmt(row.get("rule", math.nan)),
+                "envelope (best fixed)": f"{fmt(row[best])} ({best})",
+                "per-query oracle": fmt(oracle.get(level, math.nan)),
+                "rule − envelope": fmt(row.get("rule", math.nan) - row[best]),
+            }
+        )
+    return pd.DataFrame(records)
 
 
 # ----------------------------------------------------------------------------------------------------------
