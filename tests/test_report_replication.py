@@ -64,6 +64,8 @@ def test_render_gives_the_packing_verdict_and_lists_studies_not_run(tmp_path):
     expected = (at_160["submod"] - at_160["packed"]).mean()
     verdict_line = next(line for line in text.splitlines() if line.startswith("**Verdict (B = 160)"))
     assert f"submod − naive {expected:.3f} [" in verdict_line.split("gold coverage")[1]
+    summary_row = next(line for line in text.splitlines() if line.startswith("| seed 000: submod > naive on gold cov"))
+    assert f"| {expected:.3f} [" in summary_row  # the verdict table repeats the section's figure
     assert "**Not run yet.**" in text and LADDER.command in text
     assert (out.parent / "replication" / "packing_budget.png").stat().st_size > 0
     # The same inputs give the same document.
