@@ -654,7 +654,10 @@ def injection_section(settings: Settings) -> Section:
         if "diversity_s_recall" not in tables:
             section.add("The rows do not hold a diversity study (need kNN and at least one other method).")
             continue
-        section.add(f"{rows['qkey'].nunique()} questions, {rows['run_dir'].nunique()} runs. Test S-Recall@5 [95% CI]:")
+        section.add(
+            f"{rows['qkey'].nunique()} distinct questions over {rows['seed'].nunique()} seeds, "
+            f"{rows['run_dir'].nunique()} runs. Test S-Recall@5 [95% CI]:"
+        )
         section.table(tables["diversity_s_recall"].display)
         if "diversity_robustness" not in tables or not studies:
             section.add("Regret, envelope and per-level contrasts need at least two levels of ρ in the runs.")
