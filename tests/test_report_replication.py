@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from harness.report.load import normalise_rows
-from harness.report.replication import LADDER, PACKING, Settings, _contrast, main, render, verdict
+from harness.report.replication import LADDER, PACKING, TREES, Settings, _contrast, main, render, verdict
 from tests.helpers.report_rows import packing_rows, write_sweep
 
 
@@ -70,3 +70,36 @@ def test_render_gives_the_packing_verdict_and_lists_studies_not_run(tmp_path):
     assert (out.parent / "replication" / "packing_budget.png").stat().st_size > 0
     # The same inputs give the same document.
     assert render(Settings(studies, out, 300)) == text
+
+
+def test_trees_section_totals_fresh_builds_only(tmp_path):
+    """RAPTOR builds per document (the second question on a document reads the cached tree), DTCRS per
+    question: totals over fresh builds, worked out by hand."""
+
+    def rows(tree, builds):
+        return pd.DataFrame(
+            {
+                "question_id": ["q1", "q2", "q3"],
+                "dataset": "qasper",
+                "tree": tree,
+                "seed": 42,
+                "tree.build_seconds": [b[0] for b in builds],
+                "tree.summary_nodes": [b[1] for b in builds],
+                "tree.lm_calls": [b[1] for b in builds],
+                "tree.lm_prompt_tokens": [b[1] * 100 for b in builds],
+                "tree.cached": [b[2] for b in builds],
+            }
+        )
+
+    studies = tmp_path / "studies"
+    raptor = rows("raptor", [(100.0, 10, False), (100.0, 10, True), (100.0, 10, False)])
+    dtcrs = rows("dtcrs", [(20.0, 2, False), (5.0, 0, False), (5.0, 0, False)])
+    write_sweep(studies / TREES.directory, [raptor, dtcrs])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    # build time 30 s vs 200 s: -85%; summary nodes 2 vs 20: -90%
+    assert "| seed 002: DTCRS needs less build time than RAPTOR (qasper) |" in text
+    line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS needs less build time"))
+    assert "-85% [" in line
+    assert "- qasper: summary nodes -90% [" in text
+    table = text[text.index("| dataset | tree |") :]
+    assert "| qasper | raptor | 3 | 2 | 20 | 200.0 | 20 | 2000 |" in table
