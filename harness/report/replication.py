@@ -778,6 +778,7 @@ def trees_section(settings: Settings) -> Section:
                     "tree": tree,
                     "questions": int(at.loc[at["tree"] == tree, "qkey"].nunique()),
                     "fresh builds": len(fresh),
+                    "with summaries": int((fresh["tree.summary_nodes"] > 0).sum()),
                     "summary nodes": int(fresh["tree.summary_nodes"].sum()),
                     "build s": f"{fresh['tree.build_seconds'].sum():.1f}",
                     "LM calls": int(fresh["tree.lm_calls"].sum()) if "tree.lm_calls" in fresh else "–",
