@@ -509,7 +509,8 @@ def ladder_section(settings: Settings) -> Section:
         "explains reader accuracy beyond recall@k (incremental R², question-clustered interval).",
         "",
         f"Setting: {rows['qkey'].nunique()} HotpotQA distractor questions (seed {int(rows['seed'].iloc[0])}), "
-        f"B = {int(rows['budget'].iloc[0])}, six packers, readers {', '.join(readers)} (GGUF through llama.cpp, "
+        f"B = {int(rows['budget'].iloc[0])}, {rows['packer'].nunique()} packers, readers {', '.join(readers)} "
+        "(GGUF through llama.cpp, "
         "greedy). The papers' readers (Qwen2.5 3B-32B) are configs (`reader=qwen2.5_7b` ...) for machines that "
         "have their weights; this ladder is what loads offline.",
     )
@@ -572,7 +573,11 @@ def ladder_section(settings: Settings) -> Section:
         iv = strongest["_iv"]
         section.add(
             f"**Verdict, validity (strongest rung, {strongest['reader']}): "
-            f"{verdict(iv['delta_r2_ci_low'], iv['delta_r2_ci_high'])}** — ΔR² {strongest['ΔR² [clustered CI]']}.",
+            f"{verdict(iv['delta_r2_ci_low'], iv['delta_r2_ci_high'])}** — ΔR² {strongest['ΔR² [clustered CI]']}. "
+            "Up the ladder r(AiC, F1) goes "
+            + " → ".join(v["r(AiC, F1)"] for v in validity)
+            + ": the diagnostic is only as valid as the reader is able to use the context.",
+            "",
         )
         section.claim(
             f"seed 000: answer-in-context explains F1 beyond recall@5 ({strongest['reader']})",
@@ -585,6 +590,19 @@ def ladder_section(settings: Settings) -> Section:
             "**Verdict, reader-side gain (strongest rung): "
             + "; ".join(f"{r['contrast']} {verdict(r['ci_low'], r['ci_high'])} ({_diff(r)})" for r in top)
             + ".**"
+        )
+        strongest_rows = rows[rows["reader"] == readers[-1]]
+        aic = _contrast(strongest_rows, "packer", "submod", "packed", ANSWER_IN_CONTEXT, settings)
+        section.add(
+            "",
+            f"On these {strongest_rows['qkey'].nunique()} questions submod − naive on answer-in-context is "
+            f"{_diff(aic)}"
+            + (
+                ": with no detectably more answers in its contexts, a reader-side gain could only come from how "
+                "the answers are presented."
+                if aic["ci_low"] <= 0
+                else "."
+            ),
         )
         for r in top:
             section.claim(
