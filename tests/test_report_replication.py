@@ -101,6 +101,7 @@ def test_trees_section_totals_fresh_builds_only(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS needs less build time"))
     assert "-85% [" in line
     assert "- qasper: summary nodes -90% [" in text
+    assert (tmp_path / "r" / "trees.png").stat().st_size > 0
     assert "| qasper | dtcrs | 3 | 3 | 1 | 2 | 30.0 | 20.0 | 2 | 200 |" in text
     table = text[text.index("| dataset | tree |") :]
     assert "| qasper | raptor | 3 | 2 | 2 | 20 | 200.0 | 100.0 | 20 | 2000 |" in table

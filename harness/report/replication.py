@@ -846,6 +846,8 @@ def trees_section(settings: Settings) -> Section:
                     f"{figure} vs paper {paper}",
                 )
     section.table(pd.DataFrame(records))
+    figure = _trees_figure(pd.DataFrame(records), settings)
+    section.add("", f"![trees: build time and summary nodes]({settings.relative(figure)})", "")
     section.add(
         "A DTCRS row without summaries is a question its classifier sent to the dense pool (its build time is the "
         "classification). 's per tree with summaries' compares one DTCRS tree (per question) with one RAPTOR "
@@ -858,6 +860,27 @@ def trees_section(settings: Settings) -> Section:
         *verdicts,
     )
     return section
+
+
+def _trees_figure(records: pd.DataFrame, settings: Settings) -> Path:
+    """Total build seconds and summary nodes per dataset, RAPTOR beside DTCRS."""
+    fig = Figure(figsize=(9.0, 3.8))
+    datasets = list(dict.fromkeys(records["dataset"]))
+    for i, (column, label) in enumerate((("build s", "build seconds (total)"), ("summary nodes", "summary nodes"))):
+        axis = fig.add_subplot(1, 2, i + 1)
+        for j, tree in enumerate(("raptor", "dtcrs")):
+            values = [
+                float(records.loc[(records["dataset"] == d) & (records["tree"] == tree), column].iloc[0])
+                if ((records["dataset"] == d) & (records["tree"] == tree)).any()
+                else 0.0
+                for d in datasets
+            ]
+            axis.bar(np.arange(len(datasets)) + (j - 0.5) * 0.38, values, width=0.38, label=tree.upper())
+        axis.set_xticks(range(len(datasets)), datasets)
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3, axis="y")
+    fig.axes[0].legend(fontsize="small")
+    return _save(fig, settings.figures / "trees.png")
 
 
 def _ratio_ci(a: np.ndarray, b: np.ndarray, settings: Settings) -> tuple[float, float]:
