@@ -162,12 +162,16 @@ def _normalise_column(series: pd.Series) -> pd.Series:
 
 def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Uniform types across runs, and ``qkey``: the question identity (dataset-qualified when datasets vary)."""
-    rows = rows.copy()
+    columns = {}
     for column in rows.columns:
         free_text = column in ("question", "context", "answer", "gold_answers")
         # Stage reports (tree.*, diversify.*, pack.*) hold booleans that other runs leave empty.
         if not free_text and (column.startswith(("cfg.", *STAGE_PREFIXES)) or rows[column].dtype == object):
-            rows[column] = _normalise_column(rows[column])
+            columns[column] = _normalise_column(rows[column])
+        else:
+            columns[column] = rows[column]
+    # One frame built at once: replacing hundreds of columns one by one fragments it (pandas warns).
+    rows = pd.DataFrame(columns, index=rows.index)
     qid = rows["question_id"].astype(str)
     if "dataset" in rows.columns and rows["dataset"].nunique(dropna=False) > 1:
         rows["qkey"] = rows["dataset"].astype(str) + "::" + qid
