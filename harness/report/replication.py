@@ -829,7 +829,7 @@ def trees_section(settings: Settings) -> Section:
             )
         )
         for column, quantity, paper in (
-            ("tree.build_seconds", "build time", "−81%"),
+            ("tree.build_seconds", "build time", f"{SEED002_BUILD_TIME_CHANGE:+.0%}".replace("-", "−")),
             ("tree.summary_nodes", "summary nodes", "fewer"),
             ("tree.lm_prompt_tokens", "LM prompt tokens", None),
         ):
