@@ -104,7 +104,10 @@ def test_every_lm_option_composes_as_a_trees_lm(option):
 def test_the_trees_replication_sweep_gives_both_trees_the_gguf_summariser(tree):
     cfg = compose_cfg(["+sweeps=replication_trees", f"tree={tree}", "dataset=quality"])
     assert cfg.tree.name == tree and cfg.dataset.name == "quality" and cfg.dataset.chunk_tokens == 100
-    assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit, cfg.logger) == (512, 10, False, "candidate", None)
+    assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit) == (512, 10, False, "candidate")
+    assert not cfg.logger  # logger=none: an empty group
+    # each tree keeps its own LM responses, so neither reuses the other's summaries
+    assert cfg.tree.lm.cache_dir.endswith(f"tree_lm/{tree}")
     lm = instantiate(cfg.tree.lm)
     assert type(lm).__name__ == "LlamaCppChatLM" and lm.settings.n_ctx == 8192
     assert lm.model_id.startswith("offline:smollm2|gguf=SmolLM2-135M-Instruct.Q4_1.gguf:")

@@ -370,7 +370,9 @@ CONFIGS = {
 def config_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("conf")
     shutil.copytree(CONF, root / "packer")
-    (root / "config.yaml").write_text("defaults:\n  - packer: packed\n  - _self_\npaths:\n  models_dir: /models\n")
+    (root / "config.yaml").write_text(
+        f"defaults:\n  - packer: packed\n  - _self_\npaths:\n  models_dir: /models\n  cache_dir: {root / 'cache'}\n"
+    )
     return root
 
 
