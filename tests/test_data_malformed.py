@@ -83,6 +83,18 @@ def _musique(qid: str) -> dict:
     }
 
 
+def _ircot(qid: str) -> dict:
+    return {
+        "question_id": qid,
+        "question_text": f"Question {qid}?",
+        "answers_objects": [{"number": "", "date": {"day": "", "month": "", "year": ""}, "spans": ["Lee"]}],
+        "contexts": [
+            {"id": str(i), "title": f"T{i}", "paragraph_text": f"Paragraph {i}.", "is_supporting": i == 0}
+            for i in range(2)
+        ],
+    }
+
+
 def _expert(question: str, evidence: list[str] | None = None) -> dict:
     evidence = ["[1] http://a\n\nAlpha text."] if evidence is None else evidence
     return {
@@ -391,6 +403,7 @@ SPECS: dict[str, Callable[[], Spec]] = {
     ),
     "musique": lambda: _list_spec(_musique, "musique", "id", "answer", "paragraphs", "Question q1"),
     "2wiki": lambda: _list_spec(_twowiki, "2wiki", "_id", "supporting_facts", "context", "Question q1"),
+    "ircot": lambda: _list_spec(_ircot, "ircot", "question_id", "question_text", "contexts", "Question q1"),
     "ragbench": lambda: _list_spec(_ragbench, "ragbench", "id", "response", "documents_sentences", "What is q1"),
     "dpr": lambda: _list_spec(_dpr, "dpr", "id", "question", "ctxs", "who is q1", name="dpr.json", dump=json.dumps),
     "squad": _squad_spec,

@@ -1,7 +1,8 @@
 """Entry points: read a dataset file of any supported layout into canonical Examples.
 
 Supported layouts: ``hotpotqa`` (distractor or fullwiki setting), ``musique``, ``2wiki``
-(2WikiMultiHopQA), ``demo`` (the packaged demo set, HotpotQA distractor layout), ``squad``
+(2WikiMultiHopQA), ``ircot`` (IRCoT's processed format of those three, the benchmark named by
+``source``), ``demo`` (the packaged demo set, HotpotQA distractor layout), ``squad``
 (SQuAD-style JSON such as COVID-QA), ``expertqa``, ``ragbench`` (RAGBench release, JSON lines or
 Parquet), ``beir`` (a BEIR dataset folder) and ``dpr`` (DPR retrieval results such as NQ-Open).
 With ``layout="auto"`` the layout is recognised from the path (a BEIR folder, a Parquet file), a
@@ -17,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness.data import beir, dpr, expertqa, hotpotqa, musique, ragbench, squad, twowiki
+from harness.data import beir, dpr, expertqa, hotpotqa, ircot, musique, ragbench, squad, twowiki
 from harness.data.demo import demo_file
 from harness.data.errors import DatasetFormatError
 from harness.data.io import read_records
@@ -26,12 +27,13 @@ from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
 from harness.types import Example
 
-LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
+LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "ircot", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
 _ID_FIELDS = {
     "hotpotqa": hotpotqa.ID_FIELD,
     "demo": hotpotqa.ID_FIELD,
     "musique": musique.ID_FIELD,
     "2wiki": twowiki.ID_FIELD,
+    "ircot": ircot.ID_FIELD,
     "expertqa": expertqa.ID_FIELD,
     "ragbench": ragbench.ID_FIELD,
     "dpr": dpr.ID_FIELD,
@@ -69,15 +71,18 @@ def detect_layout(record: dict[str, Any], path: str | Path) -> str:
         return "expertqa"
     if {"paragraphs", "question_decomposition"} <= keys:
         return "musique"
+    if ircot.KEYS <= keys:
+        return "ircot"
     if {"_id", "supporting_facts"} <= keys:
         # 2WikiMultiHopQA adds (subject, relation, object) evidence triples to the HotpotQA fields.
         return "2wiki" if "evidences" in keys else "hotpotqa"
     raise DatasetFormatError(
         path,
         f"unknown layout: first record has keys {sorted(keys)}; expected HotpotQA "
-        "(_id, supporting_facts, context), MuSiQue (id, paragraphs, question_decomposition) or "
-        "2WikiMultiHopQA (_id, supporting_facts, evidences, context), RAGBench (id, question, "
-        "documents_sentences, all_relevant_sentence_keys, response), DPR (question, answers, ctxs) or "
+        "(_id, supporting_facts, context), MuSiQue (id, paragraphs, question_decomposition), "
+        "2WikiMultiHopQA (_id, supporting_facts, evidences, context), IRCoT (question_id, question_text, "
+        "answers_objects, contexts), RAGBench (id, question, documents_sentences, "
+        "all_relevant_sentence_keys, response), DPR (question, answers, ctxs) or "
         "ExpertQA (question, answers {system: ...})",
         index=0,
         record_id=peek_id(record, "_id") or peek_id(record, "id"),
@@ -99,12 +104,15 @@ def load_examples(
     name: str | None = None,
     split: str | None = None,
     setting: str | None = None,
+    source: str | None = None,
 ) -> list[Example]:
     """Every record of ``path`` as an Example, in file order.
 
     ``path=None`` reads the packaged demo set. ``name`` labels ``Example.dataset`` (default: the
     layout's dataset name); ``split`` defaults to the one the file name states, else ``test``;
-    ``setting`` (``distractor``/``fullwiki``) applies to HotpotQA only, default ``distractor``.
+    ``setting`` (``distractor``/``fullwiki``) applies to HotpotQA only, default ``distractor``;
+    ``source`` (``hotpotqa``/``2wikimultihopqa``/``musique``) to the IRCoT layout only, the benchmark
+    its file was made from (default name ``{source}_ircot``).
     Raises DatasetFormatError naming file, record and field on malformed input, a repeated question
     id included; rows skipped by design (2WikiMultiHopQA rows without ``context``, ExpertQA records
     without answers or with bare-URL evidence only) are counted, one warning per reason.
@@ -115,13 +123,16 @@ def load_examples(
         if layout not in ("auto", "demo"):
             raise ValueError(f"layout {layout!r} needs a path; only the demo set is packaged")
         with demo_file() as demo_path:
-            return load_examples(demo_path, "demo", name=name, split=split, setting=setting)
+            return load_examples(demo_path, "demo", name=name, split=split, setting=setting, source=source)
 
     path = Path(path)
     if layout == "auto":
         layout = _layout_from_source(path) or "auto"
     if setting is not None and layout not in ("hotpotqa", "auto"):
         raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
+    if source is not None and layout not in ("ircot", "auto"):
+        raise ValueError(f"source={source!r} applies to the ircot layout only, not {layout!r}")
+    ircot.check_source(source)
     if layout in ("squad", "beir"):  # whole-source layouts: not a list of per-question records
         dataset = name or (path.name if layout == "beir" else _DEFAULT_NAMES[layout])
         if layout == "beir":
@@ -132,8 +143,13 @@ def load_examples(
         layout = detect_layout(records[0], path)
     if setting is not None and layout != "hotpotqa":
         raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
-    parse = _parser(layout, setting or "distractor")
-    dataset = name or _DEFAULT_NAMES.get(layout) or ("hotpotqa_fullwiki" if setting == "fullwiki" else "hotpotqa")
+    if source is not None and layout != "ircot":
+        raise ValueError(f"source={source!r} applies to the ircot layout only, not {layout!r}")
+    parse = _parser(layout, setting or "distractor", source)
+    if layout == "ircot":
+        dataset = name or ircot.dataset_name(source)
+    else:
+        dataset = name or _DEFAULT_NAMES.get(layout) or ("hotpotqa_fullwiki" if setting == "fullwiki" else "hotpotqa")
     split = split or split_from_filename(path)
     id_field = _ID_FIELDS[layout]
 
@@ -169,9 +185,11 @@ def _layout_from_source(path: Path) -> str | None:
     return "squad" if re.match(r'\{\s*"(data|version)"\s*:', head) else None
 
 
-def _parser(layout: str, setting: str) -> Callable[..., Example]:
+def _parser(layout: str, setting: str, source: str | None = None) -> Callable[..., Example]:
     if layout in ("hotpotqa", "demo"):
         return partial(hotpotqa.parse_record, setting=setting if layout == "hotpotqa" else "distractor")
+    if layout == "ircot":
+        return partial(ircot.parse_record, source=source)
     parsers = {
         "musique": musique.parse_record,
         "2wiki": twowiki.parse_record,
@@ -191,6 +209,7 @@ def load_dataset(
     *,
     split: str | None = None,
     setting: str | None = None,
+    source: str | None = None,
 ) -> list[Example]:
     """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``
     (:func:`harness.data.sampling.subsample`: drawn with ``seed``, in file order). A relative
@@ -200,7 +219,8 @@ def load_dataset(
     check_sample_size(sample_size)  # before reading: a bad size fails at once
     if path is not None:
         path = _absolute(path)
-    return subsample(load_examples(path, layout, name=name, split=split, setting=setting), sample_size, seed)
+    examples = load_examples(path, layout, name=name, split=split, setting=setting, source=source)
+    return subsample(examples, sample_size, seed)
 
 
 def _absolute(path: str | Path) -> Path:

@@ -7,6 +7,10 @@ as ``harness.metrics.context`` counts them); among equals it takes the cheapest 
 filled with the remaining snippets in rank order, skipping those that do not fit, which can only add to
 both criteria.
 
+Support is judged per gold document (``Example.gold_doc_ids``), never per sentence: no supporting
+sentences are read, so the oracle is the same for datasets that give them (HotpotQA) and for those that
+mark support per paragraph only (MuSiQue, the IRCoT format, where they are unknown).
+
 Exact search. Only a snippet's *signature* matters to the objective: whether it holds an answer and
 which gold documents it comes from. For any feasible set, swapping each member for the cheapest
 snippet with the same signature keeps the objective and lowers the cost, and a minimal optimal set
