@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
 from harness.cache import stable_hash
@@ -29,6 +29,7 @@ from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import PoolCache, compute_pools, pool_key
+from harness.reuse import shared_instance, shared_pools
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool
@@ -93,17 +94,40 @@ class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.scorers = check_scorers(cfg.dataset.get("scorers"))  # before any model loads
-        self.encoder = instantiate(cfg.retriever.encoder)
+        # Stages built from the same resolved config as the previous job's are that job's objects
+        # (harness.reuse): a sweep loads its tokenizer, encoder and reader once per process.
+        self.encoder = shared_instance("encoder", cfg.retriever.encoder, lambda: instantiate(cfg.retriever.encoder))
         retriever_cfg = {k: v for k, v in cfg.retriever.items() if k != "encoder"}
-        self.retriever = instantiate(retriever_cfg, encoder=self.encoder)
-        self.reranker = instantiate(cfg.reranker) if cfg.get("reranker") else None
-        self.perturbation = instantiate(cfg.perturb) if cfg.get("perturb") else None
-        self.tree = instantiate(cfg.tree)
-        self.diversifier = instantiate(cfg.diversifier)
-        self.packer = instantiate(cfg.packer)
-        self.reader = instantiate(cfg.reader)
+        self.retriever = shared_instance(
+            "retriever", cfg.retriever, lambda: instantiate(retriever_cfg, encoder=self.encoder)
+        )
+        self.reranker = shared_instance(
+            "reranker", cfg.get("reranker"), lambda: instantiate(cfg.reranker) if cfg.get("reranker") else None
+        )
+        self.perturbation = shared_instance(
+            "perturb", cfg.get("perturb"), lambda: instantiate(cfg.perturb) if cfg.get("perturb") else None
+        )
+        self.tree = shared_instance("tree", cfg.tree, lambda: instantiate(cfg.tree))
+        self.diversifier = shared_instance("diversifier", cfg.diversifier, lambda: instantiate(cfg.diversifier))
+        self.packer = shared_instance("packer", cfg.packer, lambda: instantiate(cfg.packer))
+        self.reader = shared_instance("reader", cfg.reader, lambda: instantiate(cfg.reader))
+        # Counters of shared objects run across jobs: this run reports what it added to them.
+        self._counter_start = self.counters()
         self.timings: dict[str, float] = {}
         self.raw_answers: dict[str, str] = {}
+
+    def counters(self) -> dict[str, int | None]:
+        """Texts embedded and prompts read by this run (the shared objects' counters since it began)."""
+        now = {
+            "encoder_texts_requested": self.encoder.requests,
+            "encoder_texts_computed": self.encoder.calls,
+            "reader_prompts_requested": getattr(self.reader, "requested", None),
+            "reader_prompts_generated": getattr(self.reader, "generated", None),
+        }
+        start = getattr(self, "_counter_start", None)
+        if start is None:
+            return now
+        return {k: None if v is None else v - (start[k] or 0) for k, v in now.items()}
 
     def _timed(self, stage: str, start: float) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
@@ -126,16 +150,23 @@ class Pipeline:
         cfg = self.cfg
         store = PoolCache(cfg.paths.cache_dir)
         key = pool_key(cfg, examples)
-        if not cfg.get("cache", {}).get("force", False):
-            cached = store.load(key)
-            if cached is not None:
-                log.info("pools: reusing %s", store.path(key))
-                return cached
-        pools, retrieval = compute_pools(
-            examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed
-        )
-        store.save(key, pools, retrieval)
-        return pools, retrieval
+        force = bool(cfg.get("cache", {}).get("force", False))
+
+        def load_or_compute() -> tuple[list[Pool], list[dict]]:
+            if not force:
+                cached = store.load(key)
+                if cached is not None:
+                    log.info("pools: reusing %s", store.path(key))
+                    return cached
+            pools, retrieval = compute_pools(
+                examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed
+            )
+            store.save(key, pools, retrieval)
+            return pools, retrieval
+
+        # The same pools are read once per process (the key names the cache folder too: shared_pools is
+        # process-wide); cache.force recomputes them.
+        return load_or_compute() if force else shared_pools(stable_hash(key, str(store.path(key))), load_or_compute)
 
     def prepare(self, examples) -> list[Prepared]:
         cfg = self.cfg
@@ -145,13 +176,16 @@ class Pipeline:
             encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed
         )
         tokens = self.reader.token_counter
+        # Made once per run: threadpool_limits() would rescan the loaded libraries for every question (~4 ms).
+        threadpools = ThreadpoolController()
         prepared: list[Prepared] = []
         selections: list[tuple[Pool, Pool, dict]] = []
         start = time.perf_counter()
         for pool in tqdm(pools, desc=f"tree={self.tree.name} diversifier={self.diversifier.name}", leave=False):
             pool, tree_info = self.tree.expand(pool, services)
-            # One BLAS thread per question: per-query kernels at m ~ 100 are slower with more.
-            with threadpool_limits(1):
+            # One BLAS thread per question: per-query kernels at m ~ 100 are slower with more. (Entered per
+            # question, not around the loop, so a tree's encoder keeps its threads.)
+            with threadpools.limit(limits=1):
                 indices, diversify_info = self.diversifier.select(pool)
             selected = pool.subset(indices)
             columns = {**stage_columns("tree", tree_info), **stage_columns("diversify", diversify_info)}
@@ -188,7 +222,7 @@ class Pipeline:
                 tokens=tokens,
                 seed=int(cfg.seed),
             )
-            with threadpool_limits(1):
+            with threadpools.limit(limits=1):
                 context = self.packer.pack(request)
             budget = None if context.budget is None else int(cfg.budget)
             context, text, count, trimmed = fit_to_budget(context, tokens, budget)
@@ -346,11 +380,6 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         output_dir,
         pipeline.timings,
         key,
-        counters={
-            "encoder_texts_requested": pipeline.encoder.requests,
-            "encoder_texts_computed": pipeline.encoder.calls,
-            "reader_prompts_requested": getattr(pipeline.reader, "requested", None),
-            "reader_prompts_generated": getattr(pipeline.reader, "generated", None),
-        },
+        counters=pipeline.counters(),
     )
     return rows

@@ -13,6 +13,11 @@ from harness.retrieve.offline_encoders import DEFAULT_MODELS_DIR, resolve_model_
 
 log = logging.getLogger(__name__)
 
+# Vectors an Encoder keeps in memory above its SQLite cache (384-d: 1.5 KB each, 400 MB at most): every
+# job of a sweep that sees a pool embeds the same snippets again, and a look-up here costs no key hash,
+# query or checksum.
+MEMORY_ENTRIES = 262_144
+
 
 class Encoder:
     """Embeds texts into L2-normalised float32 rows, each text computed once across runs."""
@@ -47,6 +52,7 @@ class Encoder:
         self.calls = 0  # texts actually sent to the model (cache misses)
         self.requests = 0  # texts asked for
         self.cache = ArrayStore(Path(cache_dir) / "embeddings.sqlite", table="embeddings") if cache_dir else None
+        self._memory: dict[str, np.ndarray] = {}  # text -> normalised float32 vector, this process only
 
     @property
     def model(self):
@@ -78,6 +84,19 @@ class Encoder:
         self.requests += len(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        memory = self._memory
+        unseen = [t for t in dict.fromkeys(texts) if t not in memory]
+        if unseen:
+            vectors = self._encode_stored(unseen)
+            if len(memory) + len(unseen) > MEMORY_ENTRIES:
+                memory.clear()
+            memory.update(zip(unseen, vectors, strict=True))
+            fresh = dict(zip(unseen, vectors, strict=True))
+            return np.stack([fresh[t] if t in fresh else memory[t] for t in texts])
+        return np.stack([memory[t] for t in texts])
+
+    def _encode_stored(self, texts: list[str]) -> np.ndarray:
+        """Distinct ``texts`` through the on-disk cache, the misses through the model."""
         keys = [self.cache_key(t) for t in texts]
         found = self.cache.get_arrays(keys) if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=False) if k not in found))

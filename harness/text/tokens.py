@@ -9,8 +9,10 @@ one a config names. Both share one interface: ``name``, ``count``, ``count_many`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
+
+# Counts kept per counter: a sweep re-costs the same sentences in every job that sees their pool.
+COUNT_MEMO_SIZE = 500_000
 
 
 class TokenCounter:
@@ -19,16 +21,33 @@ class TokenCounter:
     def __init__(self, tokenizer, name: str = "") -> None:
         self.tokenizer = tokenizer
         self.name = name or getattr(tokenizer, "name_or_path", "tokenizer")
-        self._count = lru_cache(maxsize=200_000)(self._count_uncached)
+        self._counts: dict[str, int] = {}
 
-    def _count_uncached(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+    def _remember(self, texts: list[str], counts: list[int]) -> None:
+        if len(self._counts) + len(texts) > COUNT_MEMO_SIZE:
+            self._counts.clear()  # rare; a bounded memo must not grow with every sweep job
+        self._counts.update(zip(texts, counts, strict=True))
 
     def count(self, text: str) -> int:
-        return self._count(text)
+        found = self._counts.get(text)
+        if found is None:
+            found = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            self._remember([text], [found])
+        return found
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [self._count(t) for t in texts]
+        """Counts of ``texts``; the ones not seen before are encoded in one batch call (a fast tokenizer
+        encodes a batch in Rust, several times faster than one call per text; each text is encoded on its
+        own, without padding, so a count does not depend on its batch)."""
+        counts = self._counts
+        missing = [t for t in dict.fromkeys(texts) if t not in counts]
+        if not missing:
+            return [counts[t] for t in texts]
+        encoded = self.tokenizer(missing, add_special_tokens=False)["input_ids"]
+        fresh = {t: len(row) for t, row in zip(missing, encoded, strict=True)}
+        out = [fresh[t] if t in fresh else counts[t] for t in texts]
+        self._remember(missing, list(fresh.values()))
+        return out
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` that ends on a token boundary, is made of whole characters and

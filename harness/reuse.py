@@ -1,0 +1,67 @@
+"""What the jobs of one process share: stage objects and loaded pools.
+
+Hydra's basic launcher runs every job of a sweep in one process, one after another. Building a job's stages
+anew would load the same tokenizer, encoder and reader again for every packer x budget x seed cell, and read
+the same pool file again: about a second of fixed cost per job. A stage object keeps no per-question state
+(docs/architecture.md), so an object built from an identical resolved config is handed to the next job as is;
+its in-memory look-ups (token counts, embeddings) carry over with it.
+
+Bounded on purpose: one object per config group (the last config seen), so a reader ladder holds one set of
+weights at a time, and a few pool sets (a sweep's seeds alternate from job to job).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.cache import stable_hash
+
+T = TypeVar("T")
+
+POOL_SETS = 8
+
+_instances: dict[str, tuple[str, Any]] = {}
+_pools: OrderedDict[str, Any] = OrderedDict()
+
+
+def config_identity(node: Any) -> str:
+    """The resolved config a stage is built from, as a key (paths included: another cache folder is
+    another object)."""
+    container = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return stable_hash(container)
+
+
+def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
+    """The object ``build`` makes from ``node``: the one built for the previous job when ``node`` resolves
+    to the same config, else a new one that replaces it."""
+    key = config_identity(node)
+    held = _instances.get(group)
+    if held is not None and held[0] == key:
+        return held[1]
+    _instances.pop(group, None)  # let the old object (and any weights) go before the new one loads
+    made = build()
+    _instances[group] = (key, made)
+    return made
+
+
+def shared_pools(key: str, load: Callable[[], T]) -> T:
+    """Pools under ``key`` (the content-keyed ``harness.pools.pool_key``): loaded once per process while
+    they stay among the last ``POOL_SETS`` used."""
+    if key in _pools:
+        _pools.move_to_end(key)
+        return _pools[key]
+    value = load()
+    _pools[key] = value
+    while len(_pools) > POOL_SETS:
+        _pools.popitem(last=False)
+    return value
+
+
+def clear() -> None:
+    """Forget every shared object (tests; a process that wants a cold start)."""
+    _instances.clear()
+    _pools.clear()
