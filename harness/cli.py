@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness import signals
 from harness.config_check import ConfigError, validate
+from harness.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
 
@@ -113,6 +114,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     signals.install()
+    compose_once()
     try:
         hydra_main()
     except signals.Interrupted as stop:

@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,12 +29,21 @@ from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import PoolCache, compute_pools, pool_key
-from harness.reuse import shared_instance, shared_pools
+from harness.reuse import config_identity, shared_instance, shared_result
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
-from harness.types import Context, Pool
+from harness.types import Context, Pool, Snippet
 
 log = logging.getLogger(__name__)
+
+
+class Selection(NamedTuple):
+    """One question after the tree and the diversifier."""
+
+    pool: Pool  # the pool the diversifier chose from (tree nodes included)
+    selected: Pool
+    columns: dict[str, Any]  # tree.* and diversify.* report columns
+    metrics: dict[str, float]  # selection metrics (harness.metrics.diversity.selection_metrics)
 
 
 @dataclass
@@ -66,15 +75,21 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
     return flat
 
 
-def fit_to_budget(context: Context, tokens, budget: int | None) -> tuple[Context, str, int, int]:
+def fit_to_budget(
+    context: Context, tokens, budget: int | None, text: str | None = None, count: int | None = None
+) -> tuple[Context, str, int, int]:
     """Render the context and count it in reader tokens; drop trailing snippets in the (rare) case the
     rendered text exceeds the budget because tokenization changed across a snippet boundary (a
-    SentencePiece word loses its leading-space token after a newline). Returns the context, its text,
-    its token count and how many snippets were dropped (the row's ``trimmed_snippets``)."""
+    SentencePiece word loses its leading-space token after a newline). ``text`` and ``count``, when
+    given, are the rendering and count of the whole context (counted in a batch by the caller). Returns
+    the context, its text, its token count and how many snippets were dropped (the row's ``trimmed_snippets``)."""
     snippets = list(context.snippets)
     packed = len(snippets)
-    text = render_context(snippets)
-    count = tokens.count(text) if text else 0
+    if text is None or count is None:
+        text = render_context(snippets)
+        count = tokens.count(text) if text else 0
+    elif not text:
+        count = 0
     while budget is not None and count > budget and snippets:
         snippets.pop()
         text = render_context(snippets)
@@ -166,21 +181,19 @@ class Pipeline:
 
         # The same pools are read once per process (the key names the cache folder too: shared_pools is
         # process-wide); cache.force recomputes them.
-        return load_or_compute() if force else shared_pools(stable_hash(key, str(store.path(key))), load_or_compute)
+        self.pools_key = stable_hash(key, str(store.path(key)))
+        return load_or_compute() if force else shared_result("pools", self.pools_key, load_or_compute)
 
-    def prepare(self, examples) -> list[Prepared]:
+    def select(self, pools: list[Pool]) -> list[Selection]:
+        """Each question's pool after the tree, the diversifier's choice from it, both stages' report
+        columns and the selection metrics."""
         cfg = self.cfg
-        pools, retrieval = self.pools(examples)
-
         services = TreeServices(
             encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed
         )
-        tokens = self.reader.token_counter
         # Made once per run: threadpool_limits() would rescan the loaded libraries for every question (~4 ms).
         threadpools = ThreadpoolController()
-        prepared: list[Prepared] = []
-        selections: list[tuple[Pool, Pool, dict]] = []
-        start = time.perf_counter()
+        selections: list[Selection] = []
         for pool in tqdm(pools, desc=f"tree={self.tree.name} diversifier={self.diversifier.name}", leave=False):
             pool, tree_info = self.tree.expand(pool, services)
             # One BLAS thread per question: per-query kernels at m ~ 100 are slower with more. (Entered per
@@ -189,26 +202,72 @@ class Pipeline:
                 indices, diversify_info = self.diversifier.select(pool)
             selected = pool.subset(indices)
             columns = {**stage_columns("tree", tree_info), **stage_columns("diversify", diversify_info)}
-            selections.append((pool, selected, columns))
-        self._timed("select", start)
+            selections.append(Selection(pool, selected, columns, selection_metrics(selected, pool, int(cfg.k))))
+        return selections
 
-        # Snippets of every question are embedded in one batch (cached per text).
-        start = time.perf_counter()
+    def snippets(self, selections: list[Selection]) -> tuple[list[list[Snippet]], np.ndarray]:
+        """The packers' candidate snippets of every question, costed in reader tokens, and their
+        embeddings, stacked in one array (embedded in one batch, cached per text)."""
+        tokens = self.reader.token_counter
         all_snippets = [
-            make_snippets(sel, tokens, **cfg.snippets) if self.packer.uses_snippets else [] for _, sel, _ in selections
+            make_snippets(sel.selected, tokens, **self.cfg.snippets) if self.packer.uses_snippets else []
+            for sel in selections
         ]
         flat_texts = [s.text for snippets in all_snippets for s in snippets]
         # With nothing to embed (packer=none) the encoder is not touched, so a cached run never loads it.
-        dim = len(pools[0].query_embedding) if pools else 0
+        dim = len(selections[0].pool.query_embedding) if selections else 0
         flat_vectors = self.encoder.encode_documents(flat_texts) if flat_texts else np.zeros((0, dim), np.float32)
-        self._timed("snippets", start)
+        return all_snippets, flat_vectors
 
+    def selection_key(self) -> str:
+        """Everything ``select`` and ``snippets`` depend on besides the code of this process: the pools,
+        the tree, diversifier, k, snippet settings, the reader (its tokenizer costs snippets; trees use it
+        as their LM) and the encoder."""
+        cfg = self.cfg
+        return stable_hash(
+            self.pools_key,
+            *(config_identity(cfg.get(group)) for group in ("tree", "diversifier", "snippets", "reader")),
+            config_identity(cfg.retriever.encoder),
+            int(cfg.k),
+            bool(self.packer.uses_snippets),
+        )
+
+    def prepare(self, examples) -> list[Prepared]:
+        cfg = self.cfg
+        pools, retrieval = self.pools(examples)
+        force = bool(cfg.get("cache", {}).get("force", False))
+
+        computed: list[bool] = []
+
+        def select_and_cut() -> tuple[list[Selection], list[list[Snippet]], np.ndarray, dict[str, float]]:
+            computed.append(True)
+            seconds: dict[str, float] = {}
+            start = time.perf_counter()
+            selections = self.select(pools)
+            seconds["select"] = time.perf_counter() - start
+            start = time.perf_counter()
+            all_snippets, flat_vectors = self.snippets(selections)
+            seconds["snippets"] = time.perf_counter() - start
+            return selections, all_snippets, flat_vectors, seconds
+
+        # A packer x budget grid over the same pools selects and cuts snippets once (harness.reuse).
+        start = time.perf_counter()
+        selections, all_snippets, flat_vectors, seconds = (
+            select_and_cut() if force else shared_result("selection", self.selection_key(), select_and_cut)
+        )
+        if not computed:  # reused: this run spent only the look-up
+            seconds = {"select": time.perf_counter() - start, "snippets": 0.0}
+        for stage, value in seconds.items():
+            self.timings[stage] = self.timings.get(stage, 0.0) + value
+
+        tokens = self.reader.token_counter
+        threadpools = ThreadpoolController()
+        prepared: list[Prepared] = []
         start, offset = time.perf_counter(), 0
-        for (pool, selected, stage_info), snippets, retr in zip(
-            selections,
-            all_snippets,
-            tqdm(retrieval, desc=f"pack={self.packer.name} B={cfg.budget}", leave=False),
-            strict=False,
+        budget, seed = int(cfg.budget), int(cfg.seed)
+        contexts: list[Context] = []
+        for (pool, selected, _, _), snippets in zip(
+            selections, tqdm(all_snippets, desc=f"pack={self.packer.name} B={budget}", leave=False), strict=True
         ):
             vectors = flat_vectors[offset : offset + len(snippets)]
             offset += len(snippets)
@@ -218,18 +277,31 @@ class Pipeline:
                 snippets=snippets,
                 snippet_embeddings=vectors,
                 query_embedding=pool.query_embedding,
-                budget=int(cfg.budget),
+                budget=budget,
                 tokens=tokens,
-                seed=int(cfg.seed),
+                seed=seed,
             )
             with threadpools.limit(limits=1):
-                context = self.packer.pack(request)
-            budget = None if context.budget is None else int(cfg.budget)
-            context, text, count, trimmed = fit_to_budget(context, tokens, budget)
-            prompt = self.reader.render_prompt(pool.example.question, text)
+                contexts.append(self.packer.pack(request))
+
+        # Contexts and prompts are counted in one tokenizer call each, not one per question.
+        texts = [render_context(context.snippets) for context in contexts]
+        counts = tokens.count_many(texts)
+        fitted = [
+            fit_to_budget(context, tokens, None if context.budget is None else budget, text, count)
+            for context, text, count in zip(contexts, texts, counts, strict=True)
+        ]
+        prompts = [
+            self.reader.render_prompt(pool.example.question, text)
+            for (pool, _, _, _), (_, text, _, _) in zip(selections, fitted, strict=True)
+        ]
+        prompt_counts = self.reader.count_prompt_tokens_many(prompts)
+        for (pool, selected, stage_info, metrics), snippets, retr, (context, text, count, trimmed), prompt, n in zip(
+            selections, all_snippets, retrieval, fitted, prompts, prompt_counts, strict=True
+        ):
             figures = {
                 **retr,
-                **selection_metrics(selected, pool, cfg.k),
+                **metrics,
                 **context_diagnostics(context, pool.example, text),
                 **stage_info,
                 **stage_columns("pack", context.extra),
@@ -239,7 +311,7 @@ class Pipeline:
                 "n_snippets_available": len(snippets),
                 "n_snippets": len(context.snippets),
                 CONTEXT_TOKENS: count,
-                PROMPT_TOKENS: self.reader.count_prompt_tokens(prompt),
+                PROMPT_TOKENS: n,
             }
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         self._timed("pack", start)

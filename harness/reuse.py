@@ -1,13 +1,16 @@
-"""What the jobs of one process share: stage objects and loaded pools.
+"""What the jobs of one process share: stage objects, loaded pools and each pool's selection.
 
 Hydra's basic launcher runs every job of a sweep in one process, one after another. Building a job's stages
 anew would load the same tokenizer, encoder and reader again for every packer x budget x seed cell, and read
 the same pool file again: about a second of fixed cost per job. A stage object keeps no per-question state
 (docs/architecture.md), so an object built from an identical resolved config is handed to the next job as is;
-its in-memory look-ups (token counts, embeddings) carry over with it.
+its in-memory look-ups (token counts, embeddings) carry over with it. Results that depend only on the pools
+and the stages before the packer (the tree, the diversifier's choice, the snippets with their costs and
+embeddings) are kept under a key of everything they depend on, so a packer x budget grid selects and
+embeds each pool once.
 
 Bounded on purpose: one object per config group (the last config seen), so a reader ladder holds one set of
-weights at a time, and a few pool sets (a sweep's seeds alternate from job to job).
+weights at a time, and a few results of each kind (a sweep's seeds alternate from job to job).
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from harness.cache import stable_hash
 
 T = TypeVar("T")
 
-POOL_SETS = 8
+RESULTS_PER_KIND = 8
 
 _instances: dict[str, tuple[str, Any]] = {}
-_pools: OrderedDict[str, Any] = OrderedDict()
+_results: dict[str, OrderedDict[str, Any]] = {}
 
 
 def config_identity(node: Any) -> str:
@@ -48,20 +51,21 @@ def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
     return made
 
 
-def shared_pools(key: str, load: Callable[[], T]) -> T:
-    """Pools under ``key`` (the content-keyed ``harness.pools.pool_key``): loaded once per process while
-    they stay among the last ``POOL_SETS`` used."""
-    if key in _pools:
-        _pools.move_to_end(key)
-        return _pools[key]
-    value = load()
-    _pools[key] = value
-    while len(_pools) > POOL_SETS:
-        _pools.popitem(last=False)
+def shared_result(kind: str, key: str, compute: Callable[[], T]) -> T:
+    """``compute()``'s value under ``key`` (a content key: everything the value depends on), computed once
+    per process while it stays among the last ``RESULTS_PER_KIND`` of its kind used."""
+    held = _results.setdefault(kind, OrderedDict())
+    if key in held:
+        held.move_to_end(key)
+        return held[key]
+    value = compute()
+    held[key] = value
+    while len(held) > RESULTS_PER_KIND:
+        held.popitem(last=False)
     return value
 
 
 def clear() -> None:
     """Forget every shared object (tests; a process that wants a cold start)."""
     _instances.clear()
-    _pools.clear()
+    _results.clear()

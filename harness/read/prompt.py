@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,3 +72,10 @@ def add_special_tokens_for(template: PromptTemplate, tokenizer) -> bool:
 def count_prompt_tokens(tokenizer, prompt: str, add_special_tokens: bool = False) -> int:
     """Tokens the model reads for a rendered prompt (chat prompts: ``add_special_tokens=False``)."""
     return len(tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"])
+
+
+def count_prompt_tokens_many(tokenizer, prompts: Sequence[str], add_special_tokens: bool = False) -> list[int]:
+    """``count_prompt_tokens`` of each prompt, in one batch call (each prompt encoded on its own, unpadded)."""
+    if not prompts:
+        return []
+    return [len(ids) for ids in tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]]

@@ -25,7 +25,13 @@ from harness.read.llama_cpp import (
     resolve_gguf,
 )
 from harness.read.loading import ModelSpec, resolve_dtype
-from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
+from harness.read.prompt import (
+    PromptTemplate,
+    add_special_tokens_for,
+    as_template,
+    count_prompt_tokens,
+    count_prompt_tokens_many,
+)
 from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
 
@@ -276,6 +282,9 @@ class Reader:
 
     def count_prompt_tokens(self, prompt: str) -> int:
         return count_prompt_tokens(self.tokenizer, prompt, add_special_tokens=self.add_special_tokens)
+
+    def count_prompt_tokens_many(self, prompts: Sequence[str]) -> list[int]:
+        return count_prompt_tokens_many(self.tokenizer, prompts, add_special_tokens=self.add_special_tokens)
 
     # ---- generation -----------------------------------------------------------------------------
 

@@ -29,7 +29,13 @@ from harness.fingerprint import code_fingerprint
 from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.read.loading import ModelSpec
 from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
-from harness.read.prompt import PromptTemplate, add_special_tokens_for, as_template, count_prompt_tokens
+from harness.read.prompt import (
+    PromptTemplate,
+    add_special_tokens_for,
+    as_template,
+    count_prompt_tokens,
+    count_prompt_tokens_many,
+)
 from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
 
@@ -182,6 +188,9 @@ class ServerReader:
 
     def count_prompt_tokens(self, prompt: str) -> int:
         return count_prompt_tokens(self.tokenizer, prompt, add_special_tokens=self.add_special_tokens)
+
+    def count_prompt_tokens_many(self, prompts: Sequence[str]) -> list[int]:
+        return count_prompt_tokens_many(self.tokenizer, prompts, add_special_tokens=self.add_special_tokens)
 
     def messages_for(self, prompt: str) -> list[dict[str, str]]:
         """Chat mode: the messages ``prompt`` was rendered from; a prompt this reader did not render is
