@@ -28,7 +28,7 @@ from harness.metrics.longform import check_scorers, dataset_scores
 from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
-from harness.pools import PoolCache, compute_pools, pool_key
+from harness.pools import POOL_CONFIG_KEYS, PoolCache, compute_pools, pool_key
 from harness.reuse import config_identity, shared_instance, shared_result
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
@@ -149,9 +149,17 @@ class Pipeline:
 
     def load(self):
         start = time.perf_counter()
-        examples = instantiate(dataset_loader_config(self.cfg.dataset))
-        if not examples:
-            raise ValueError(f"dataset {self.cfg.dataset.get('name')!r} produced no examples")
+        loader = dataset_loader_config(self.cfg.dataset)
+
+        def load_examples():
+            examples = instantiate(loader)
+            if not examples:
+                raise ValueError(f"dataset {self.cfg.dataset.get('name')!r} produced no examples")
+            return examples
+
+        # Loaded once per process for the same loader config and file bytes (every job of a sweep reads it).
+        self.examples_key = stable_hash(config_identity(loader), input_files_digest(self.cfg.dataset))
+        examples = self.loaded = shared_result("examples", self.examples_key, load_examples)
         self._timed("load", start)
         return examples
 
@@ -164,7 +172,12 @@ class Pipeline:
         """
         cfg = self.cfg
         store = PoolCache(cfg.paths.cache_dir)
-        key = pool_key(cfg, examples)
+        # Hashing every example's content is the costly part of the key: once per loaded question set.
+        if examples is getattr(self, "loaded", None):
+            config = identity_config(cfg, POOL_CONFIG_KEYS)
+            key = shared_result("pool_keys", stable_hash(self.examples_key, config), lambda: pool_key(cfg, examples))
+        else:
+            key = pool_key(cfg, examples)
         force = bool(cfg.get("cache", {}).get("force", False))
 
         def load_or_compute() -> tuple[list[Pool], list[dict]]:
