@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,7 +30,7 @@ from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import POOL_CONFIG_KEYS, PoolCache, compute_pools, pool_key
-from harness.reuse import config_identity, shared_instance, shared_result
+from harness.reuse import shared_instance, shared_result
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool, Snippet
@@ -111,21 +112,22 @@ class Pipeline:
         self.scorers = check_scorers(cfg.dataset.get("scorers"))  # before any model loads
         # Stages built from the same resolved config as the previous job's are that job's objects
         # (harness.reuse): a sweep loads its tokenizer, encoder and reader once per process.
-        self.encoder = shared_instance("encoder", cfg.retriever.encoder, lambda: instantiate(cfg.retriever.encoder))
+        resolved = self.resolved = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(resolved, dict)
+
+        def shared(group: str, node: Any, build: Callable[[], Any]) -> Any:
+            return shared_instance(group, node, lambda: build() if node else None)
+
+        retriever = resolved["retriever"]
+        self.encoder = shared("encoder", retriever["encoder"], lambda: instantiate(cfg.retriever.encoder))
         retriever_cfg = {k: v for k, v in cfg.retriever.items() if k != "encoder"}
-        self.retriever = shared_instance(
-            "retriever", cfg.retriever, lambda: instantiate(retriever_cfg, encoder=self.encoder)
-        )
-        self.reranker = shared_instance(
-            "reranker", cfg.get("reranker"), lambda: instantiate(cfg.reranker) if cfg.get("reranker") else None
-        )
-        self.perturbation = shared_instance(
-            "perturb", cfg.get("perturb"), lambda: instantiate(cfg.perturb) if cfg.get("perturb") else None
-        )
-        self.tree = shared_instance("tree", cfg.tree, lambda: instantiate(cfg.tree))
-        self.diversifier = shared_instance("diversifier", cfg.diversifier, lambda: instantiate(cfg.diversifier))
-        self.packer = shared_instance("packer", cfg.packer, lambda: instantiate(cfg.packer))
-        self.reader = shared_instance("reader", cfg.reader, lambda: instantiate(cfg.reader))
+        self.retriever = shared("retriever", retriever, lambda: instantiate(retriever_cfg, encoder=self.encoder))
+        self.reranker = shared("reranker", resolved.get("reranker"), lambda: instantiate(cfg.reranker))
+        self.perturbation = shared("perturb", resolved.get("perturb"), lambda: instantiate(cfg.perturb))
+        self.tree = shared("tree", resolved["tree"], lambda: instantiate(cfg.tree))
+        self.diversifier = shared("diversifier", resolved["diversifier"], lambda: instantiate(cfg.diversifier))
+        self.packer = shared("packer", resolved["packer"], lambda: instantiate(cfg.packer))
+        self.reader = shared("reader", resolved["reader"], lambda: instantiate(cfg.reader))
         # Counters of shared objects run across jobs: this run reports what it added to them.
         self._counter_start = self.counters()
         self.timings: dict[str, float] = {}
@@ -158,7 +160,9 @@ class Pipeline:
             return examples
 
         # Loaded once per process for the same loader config and file bytes (every job of a sweep reads it).
-        self.examples_key = stable_hash(config_identity(loader), input_files_digest(self.cfg.dataset))
+        self.examples_key = stable_hash(
+            dataset_loader_config(self.resolved["dataset"]), input_files_digest(self.resolved["dataset"])
+        )
         examples = self.loaded = shared_result("examples", self.examples_key, load_examples)
         self._timed("load", start)
         return examples
@@ -236,12 +240,12 @@ class Pipeline:
         """Everything ``select`` and ``snippets`` depend on besides the code of this process: the pools,
         the tree, diversifier, k, snippet settings, the reader (its tokenizer costs snippets; trees use it
         as their LM) and the encoder."""
-        cfg = self.cfg
+        resolved = self.resolved
         return stable_hash(
             self.pools_key,
-            *(config_identity(cfg.get(group)) for group in ("tree", "diversifier", "snippets", "reader")),
-            config_identity(cfg.retriever.encoder),
-            int(cfg.k),
+            *(resolved.get(group) for group in ("tree", "diversifier", "snippets", "reader")),
+            resolved["retriever"]["encoder"],
+            resolved["k"],
             bool(self.packer.uses_snippets),
         )
 

@@ -39,8 +39,8 @@ def config_identity(node: Any) -> str:
 
 
 def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
-    """The object ``build`` makes from ``node``: the one built for the previous job when ``node`` resolves
-    to the same config, else a new one that replaces it."""
+    """The object ``build`` makes from ``node`` (a config node or its resolved container): the one built for
+    the previous job when ``node`` resolves to the same config, else a new one that replaces it."""
     key = config_identity(node)
     held = _instances.get(group)
     if held is not None and held[0] == key:

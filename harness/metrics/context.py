@@ -34,7 +34,10 @@ def _token_run_present(context_tokens: list[str], needle: list[str]) -> bool:
 
 def answer_in_context(context_text: str, answers: str | Iterable[str]) -> float:
     """1.0 if some normalised gold answer or alias is a contiguous run of the normalised context tokens."""
-    context_tokens = answer_tokens(context_text)
+    return _answer_in_tokens(answer_tokens(context_text), answers)
+
+
+def _answer_in_tokens(context_tokens: list[str], answers: str | Iterable[str]) -> float:
     for answer in as_answer_list(answers):
         if _token_run_present(context_tokens, answer_tokens(answer)):
             return 1.0
@@ -67,8 +70,12 @@ def answer_in_context_graded(context_text: str, answers: str | Iterable[str]) ->
     Maximised over the answer, its aliases and window positions; a contiguous match scores 1.0, so
     this is 1.0 whenever :func:`answer_in_context` is.
     """
-    context_tokens = np.asarray(answer_tokens(context_text), dtype=object)
-    return max((_graded_single(context_tokens, answer_tokens(a)) for a in as_answer_list(answers)), default=0.0)
+    return _graded_in_tokens(answer_tokens(context_text), answers)
+
+
+def _graded_in_tokens(context_tokens: list[str], answers: str | Iterable[str]) -> float:
+    array = np.asarray(context_tokens, dtype=object)
+    return max((_graded_single(array, answer_tokens(a)) for a in as_answer_list(answers)), default=0.0)
 
 
 def _snippet_is_gold(source_ids: tuple[str, ...], gold: set[str]) -> bool:
@@ -122,9 +129,10 @@ def gold_token_density(context: Context, gold_doc_ids: Iterable[str]) -> float:
 
 def context_diagnostics(context: Context, example: Example, context_text: str) -> dict[str, float]:
     """All packed-context diagnostics for one question, keyed by their result-column names."""
+    context_tokens = answer_tokens(context_text)  # normalised once for both answer figures
     return {
-        ANSWER_IN_CONTEXT: answer_in_context(context_text, example.answers),
-        ANSWER_IN_CONTEXT_GRADED: answer_in_context_graded(context_text, example.answers),
+        ANSWER_IN_CONTEXT: _answer_in_tokens(context_tokens, example.answers),
+        ANSWER_IN_CONTEXT_GRADED: _graded_in_tokens(context_tokens, example.answers),
         GOLD_DOC_COVERAGE: gold_doc_coverage(context, example.gold_doc_ids),
         ALL_GOLD_IN_READER: all_gold_in_reader(context, example.gold_doc_ids),
         GOLD_TOKEN_DENSITY: gold_token_density(context, example.gold_doc_ids),
