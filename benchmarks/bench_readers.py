@@ -10,6 +10,8 @@ first call) is timed apart from reading; a missing one-time GGUF -> HF conversio
 Wall time depends on what else the machine runs; CPU seconds (all threads of this process) much less.
 
     .venv/bin/python benchmarks/bench_readers.py --questions 20 --rungs smollm2 qwen2.5-coder-0.5b
+
+Each backend runs at 1 thread and at every CPU available (``--threads``), side by side.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from harness.metrics import exact_match, f1_score
 from harness.read.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
 from harness.read.reader import Reader
+from harness.threads import available_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"
@@ -47,7 +50,7 @@ def installed(rung: str, models_dir: Path) -> bool:
         return False
 
 
-def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1) -> Reader:
+def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1, threads: int = 1) -> Reader:
     common = {
         "name": f"{rung}-{backend}",
         "offline_model": rung,
@@ -59,14 +62,14 @@ def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1) -
         "show_progress": False,
     }
     if backend == "llama_cpp":
-        return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": args.threads, "n_ctx": 2048})
+        return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": threads, "n_ctx": 2048})
     return Reader(
-        **common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype, torch_threads=args.threads
+        **common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype, torch_threads=threads
     )
 
 
-def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
-    reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots)
+def run_one(rung: str, backend: str, slots: int, threads: int, rows, args) -> dict:
+    reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots, threads)
     prompts = [reader.render_prompt(q, c) for q, c, _ in rows]
     tokens = [reader.count_prompt_tokens(p) for p in prompts]
     start = time.perf_counter()
@@ -79,7 +82,8 @@ def run_one(rung: str, backend: str, slots: int, rows, args) -> dict:
     golds = [gold for _, _, gold in rows]
     return {
         "rung": rung,
-        "backend": backend if backend == "transformers" else f"llama_cpp x{slots}",
+        "backend": (backend if backend == "transformers" else f"llama_cpp x{slots}") + f", {threads} thr",
+        "threads": threads,
         "load_s": load,
         "seconds": seconds,
         "s_per_q": seconds / len(rows),
@@ -103,7 +107,13 @@ def main() -> None:
     parser.add_argument(
         "--slots", type=int, nargs="+", default=[1], help="llama.cpp parallel slots to compare (each a row)"
     )
-    parser.add_argument("--threads", type=int, default=1, help="compute threads for either backend")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, available_cpus()],
+        help="compute threads for either backend, each a row (default: 1 and every CPU available)",
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--dtype", default="float32", help="transformers backend dtype")
@@ -118,7 +128,7 @@ def main() -> None:
     rows = gold_rows(json.loads(args.data.read_text())[: args.questions])
     print(
         f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
-        f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, {args.threads} thread(s), "
+        f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, threads {args.threads}, "
         f"transformers in {args.dtype}"
     )
 
@@ -132,9 +142,10 @@ def main() -> None:
                 print(f"(one-time GGUF -> HF conversion of {rung}: {spent:.0f} s, not counted below)")
         for backend in args.backends:
             for slots in args.slots if backend == "llama_cpp" else [1]:
-                result = run_one(rung, backend, slots, rows, args)
-                results.append(result)
-                print(f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}", flush=True)
+                for threads in args.threads:
+                    result = run_one(rung, backend, slots, threads, rows, args)
+                    results.append(result)
+                    print(f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}", flush=True)
 
     print()
     print(
@@ -153,11 +164,19 @@ def main() -> None:
         )
     for rung in rungs:
         by = {r["backend"]: r for r in results if r["rung"] == rung}
-        if "transformers" in by and "llama_cpp x1" in by:
-            hf, cpp = by["transformers"], by["llama_cpp x1"]
+        for label, result in by.items():
+            one = by.get(label.rsplit(", ", 1)[0] + ", 1 thr")
+            if one is not None and result is not one:
+                print(
+                    f"{rung} {label}: {one['seconds'] / result['seconds']:.2f}x the questions/s of 1 thread "
+                    f"({result['qps']:.3f} vs {one['qps']:.3f})"
+                )
+        hf, cpp = by.get("transformers, 1 thr"), by.get("llama_cpp x1, 1 thr")
+        if hf is not None and cpp is not None:
             print(
-                f"{rung}: transformers / llama.cpp (1 slot) time per question: {hf['seconds'] / cpp['seconds']:.2f}x "
-                f"wall, {hf['cpu_s_per_q'] / cpp['cpu_s_per_q']:.2f}x CPU (above 1: llama.cpp is faster)"
+                f"{rung}: transformers / llama.cpp (1 slot, 1 thread) time per question: "
+                f"{hf['seconds'] / cpp['seconds']:.2f}x wall, {hf['cpu_s_per_q'] / cpp['cpu_s_per_q']:.2f}x CPU "
+                "(above 1: llama.cpp is faster)"
             )
     if args.json:
         args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=2))

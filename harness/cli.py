@@ -20,7 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness import signals
+from harness import signals, threads
 from harness.config_check import ConfigError, validate
 from harness.sweep_compose import compose_once
 
@@ -85,6 +85,9 @@ def hydra_main(cfg: DictConfig) -> None:
     # A relaunched sweep job starts clean: an error file from an earlier attempt must not count as failure.
     (output_dir / ERROR_FILE).unlink(missing_ok=True)
     choices = dict(hydra_cfg.runtime.choices)
+    # A parallel launcher (joblib's n_jobs) runs several jobs on this machine at once: readers left to
+    # choose their thread count take their share of the CPUs (harness.threads).
+    threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)
     try:
         validate(cfg)
         from harness.pipeline import run
@@ -119,6 +122,13 @@ def main() -> None:
         hydra_main()
     except signals.Interrupted as stop:
         print(f"harness: {stop}; relaunch with the same hydra.run.dir / hydra.sweep.dir to resume", file=sys.stderr)
+        if signals.native_work_abandoned():
+            # A generation left running in native code would be torn down under interpreter shutdown
+            # (models freed while it computes): everything durable is written, so leave at once.
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stop.exit_code)
         sys.exit(stop.exit_code)
     if FailedJobs.failed:
         sys.exit(1)

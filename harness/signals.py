@@ -10,7 +10,11 @@ Durable writes (a row-journal chunk, a batch of cached answers) run inside :func
 arrives there is held until the write is complete, so a stop never leaves half a chunk behind.
 
 A backend that spends long stretches in native code, where no Python signal handler can run, polls
-:func:`stop_requested` (or calls :func:`check`) between its own steps.
+:func:`stop_requested` (or calls :func:`check`) between its own steps. A single native call that cannot be
+cut short (a llama.cpp batch: tens of seconds on a CPU, minutes for a large model) runs through
+:func:`abandonable`: on a helper thread, while the main thread waits in short steps, so a stop leaves it
+behind at once. Its result is never used, and the command line then ends the process with ``os._exit``
+(:func:`native_work_abandoned`), since interpreter shutdown would free the model under the running call.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +33,10 @@ HANDLED = (signal.SIGTERM, signal.SIGINT)
 _received: int | None = None  # the first stop signal, once one has arrived
 _raised = False  # Interrupted was raised for it (later signals only log)
 _deferring = 0  # depth of deferred() sections on the main thread
+_abandoned: list[threading.Thread] = []  # native calls left running by a stop
+
+T = TypeVar("T")
+POLL_SECONDS = 0.1
 
 
 class Interrupted(BaseException):
@@ -85,6 +94,45 @@ def reset() -> None:
     """Forget a received signal (tests and long-lived processes that handled it)."""
     global _received, _raised, _deferring
     _received, _raised, _deferring = None, False, 0
+
+
+def abandonable(call: Callable[[], T], name: str = "native-call") -> T:
+    """``call()``, run so that a stop signal ends the wait for it within ``POLL_SECONDS``.
+
+    On the main thread the call runs on a daemon thread and the main thread waits in short steps; when a
+    stop arrives, :class:`Interrupted` is raised there and the call is left running, its result dropped.
+    Off the main thread (where no signal lands) it is simply called.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the waiting thread
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=target, name=name, daemon=True)
+    worker.start()
+    try:
+        while not done.wait(POLL_SECONDS):
+            check()
+    except Interrupted:
+        if not done.is_set():
+            _abandoned.append(worker)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+def native_work_abandoned() -> bool:
+    """True when a stop left a native call running (see :func:`abandonable`)."""
+    return any(worker.is_alive() for worker in _abandoned)
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.lm.base import CachedChatLM
+from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +96,10 @@ class LocalChatLM(CachedChatLM):
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
 
-        if self.torch_threads is None:
-            return self._generate_batches(prompts, max_new_tokens)
-        # Decoding a small model is latency-bound: on a shared CPU one thread can be several times
-        # faster than two. The setting is process-wide, so it is restored afterwards.
+        # torch_threads null: this job's share of the CPUs (harness.threads). The setting is process-wide,
+        # so it is restored afterwards.
         previous = torch.get_num_threads()
-        torch.set_num_threads(self.torch_threads)
+        torch.set_num_threads(resolve_threads(self.torch_threads, f"{self.name} (torch)"))
         try:
             return self._generate_batches(prompts, max_new_tokens)
         finally:

@@ -18,8 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.model_files import sha256_file
 from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
+from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +32,15 @@ class LlamaCppSettings:
 
     n_ctx: int = 4096
     n_parallel: int = 1  # slots decoded together in one batch
-    n_threads: int = 1  # decode threads; prompt processing uses the same number
+    n_threads: int | None = None  # decode and prompt threads; None: this job's share of the CPUs
     n_batch: int = 512  # prompt tokens processed per forward pass
     seed: int = 0  # greedy decoding draws nothing; llama.cpp still asks for a sampler seed
 
     def __post_init__(self) -> None:
         for name in ("n_ctx", "n_parallel", "n_threads", "n_batch"):
             value = getattr(self, name)
+            if value is None and name == "n_threads":
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"llama_cpp.{name} must be a positive integer, got {value!r}")
 
@@ -164,8 +168,9 @@ class LlamaCppGenerator:
             params.n_parallel = s.n_parallel
             params.n_ctx = s.n_ctx * s.n_parallel  # llama.cpp splits the context evenly over the slots
             params.n_batch = s.n_batch
-            params.cpuparams.n_threads = s.n_threads
-            params.cpuparams_batch.n_threads = s.n_threads
+            threads = resolve_threads(s.n_threads, f"llama.cpp on {self.gguf.name}")
+            params.cpuparams.n_threads = threads
+            params.cpuparams_batch.n_threads = threads
             params.sampling.temp = 0
             params.sampling.top_k = 1
             params.sampling.seed = s.seed
@@ -214,7 +219,9 @@ class LlamaCppGenerator:
             # Reusing a slot's cached prefix would make an answer depend on the prompt read before it.
             "cache_prompt": False,
         }
-        response = self.server.handle_completions(request)
+        server = self.server
+        # A batch is one native call of tens of seconds: a stop signal must not wait for it.
+        response = signals.abandonable(lambda: server.handle_completions(request), name="llama.cpp")
         if not isinstance(response, Mapping) or "choices" not in response:
             raise RuntimeError(f"llama.cpp on {self.gguf.name} answered without choices: {str(response)[:500]}")
         choices = sorted(response["choices"], key=lambda c: c["index"])

@@ -34,6 +34,7 @@ from harness.read.prompt import (
 )
 from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
+from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,7 @@ class Reader:
                 num_beams=self.num_beams,
                 add_special_tokens=self.add_special_tokens,
                 placed=self.spec.placed,
-                torch_threads=self.torch_threads,
+                torch_threads=resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)"),
             )
         return self._module
 
