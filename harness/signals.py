@@ -130,8 +130,13 @@ def abandonable(call: Callable[[], T], name: str = "native-call") -> T:
     return outcome["value"]  # type: ignore[return-value]
 
 
+def leave_behind(workers: list[threading.Thread]) -> None:
+    """Threads a stop leaves running (requests in flight to a server): the process will not wait for them."""
+    _abandoned.extend(workers)
+
+
 def native_work_abandoned() -> bool:
-    """True when a stop left a native call running (see :func:`abandonable`)."""
+    """True when a stop left work running on another thread (see :func:`abandonable`, :func:`leave_behind`)."""
     return any(worker.is_alive() for worker in _abandoned)
 
 

@@ -106,7 +106,7 @@ def test_sigterm_mid_read_stops_fast_and_resumes_exactly(tmp_path, code):
     wait_for_rows(proc, lambda: [journal], at_least=2)  # reading is underway, 12 questions in all
     seconds, out = stop(proc, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
-    assert seconds < 10, f"took {seconds:.1f} s to stop"
+    assert seconds <= 5, f"took {seconds:.1f} s to stop"
     assert not (run_dir / "summary.json").exists()
     journaled = journal_lines(journal)
     assert 2 <= journaled < 12, "stopped too late to test resumption"
@@ -141,7 +141,7 @@ def test_sigint_stops_the_whole_sweep(tmp_path, code):
     wait_for_rows(proc, lambda: list(sweep_dir.glob("*/rows.journal.jsonl")), at_least=1)
     seconds, out = stop(proc, signal.SIGINT)
     assert proc.returncode == 128 + signal.SIGINT, out[-3000:]
-    assert seconds < 10, f"took {seconds:.1f} s to stop"
+    assert seconds <= 5, f"took {seconds:.1f} s to stop"
     # The sweep stopped, not just its first job: no later job started and none finished.
     assert not list(sweep_dir.glob("*/summary.json"))
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()) == ["0"]
@@ -170,3 +170,23 @@ def test_sigterm_mid_llama_cpp_batch_exits_within_five_seconds(tmp_path, code):
     assert len(ids) == 12 and len(set(ids)) == 12, "a row was lost or written twice"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counters"]["reader_prompts_generated"] == 6  # only the questions without a row
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_server_reader_waits_exits_within_five_seconds(tmp_path, code):
+    """Answers in flight from a slow server are left behind, not waited for."""
+    from tests.test_read_server import ScriptedServer
+
+    with ScriptedServer(delay=60) as server:
+        run_dir = tmp_path / "run"
+        args = ["dataset=demo", "reader=openai_compat", f"reader.base_url={server.base_url}", "logger=none"]
+        proc = popen(code, [*args, f"hydra.run.dir={run_dir}"], tmp_path / "cache")
+        deadline = time.time() + 300
+        while not server.requests:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.time() < deadline, "no request reached the server"
+            time.sleep(0.05)
+        seconds, out = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert seconds <= 5, f"took {seconds:.1f} s to stop"
+    assert not (run_dir / "summary.json").exists()

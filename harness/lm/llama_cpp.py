@@ -72,7 +72,7 @@ class LlamaCppChatLM(CachedChatLM):
         # Slots share each forward pass, so their number can move last-bit logits (as for the reader).
         model_id = (
             f"{source}|{gguf_identity(self.gguf, offline_model, self.models_dir)}"
-            f"|decode=greedy|slots={self.settings.n_parallel}|max_in={max_input_tokens}"
+            f"|decode=greedy|{self.settings.identity}|max_in={max_input_tokens}"
         )
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
         self.batch_size = int(batch_size)

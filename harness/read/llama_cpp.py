@@ -35,8 +35,15 @@ class LlamaCppSettings:
     n_threads: int | None = None  # decode and prompt threads; None: this job's share of the CPUs
     n_batch: int = 512  # prompt tokens processed per forward pass
     seed: int = 0  # greedy decoding draws nothing; llama.cpp still asks for a sampler seed
+    # Reuse the KV cache of the prefix a slot's last prompt shares with the next (the instruction every
+    # prompt starts with). Off by default: the reused prefix was computed in another batch split, which
+    # can move last-bit logits, so an answer could depend on the prompt read before it. On, it joins the
+    # cache identity (``|prefix_cache``).
+    cache_prompt: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cache_prompt, bool):
+            raise ValueError(f"llama_cpp.cache_prompt must be true or false, got {self.cache_prompt!r}")
         for name in ("n_ctx", "n_parallel", "n_threads", "n_batch"):
             value = getattr(self, name)
             if value is None and name == "n_threads":
@@ -51,7 +58,12 @@ class LlamaCppSettings:
         unknown = set(settings) - known
         if unknown:
             raise ValueError(f"unknown llama_cpp settings {sorted(unknown)}; allowed {sorted(known)}")
-        return cls(**{k: int(v) for k, v in settings.items() if v is not None})
+        return cls(**{k: v if k == "cache_prompt" else int(v) for k, v in settings.items() if v is not None})
+
+    @property
+    def identity(self) -> str:
+        """What of these settings can change an answer: the slot count, and prefix reuse when on."""
+        return f"slots={self.n_parallel}" + ("|prefix_cache" if self.cache_prompt else "")
 
 
 @lru_cache(maxsize=64)
@@ -216,8 +228,8 @@ class LlamaCppGenerator:
             "temperature": 0.0,
             "top_k": 1,
             "seed": self.settings.seed,
-            # Reusing a slot's cached prefix would make an answer depend on the prompt read before it.
-            "cache_prompt": False,
+            # Off unless asked for: a reused prefix can make an answer depend on the prompt read before it.
+            "cache_prompt": self.settings.cache_prompt,
         }
         server = self.server
         # A batch is one native call of tens of seconds: a stop signal must not wait for it.

@@ -217,7 +217,7 @@ class Reader:
             # Slots share each forward pass, so the slot count can move last-bit logits: it is part of the id.
             return (
                 f"{self.model_id}|backend=llama_cpp|{self.gguf_identity}"
-                f"|decode=greedy|max_new_tokens={self.max_new_tokens}|slots={self.llama_cpp.n_parallel}"
+                f"|decode=greedy|max_new_tokens={self.max_new_tokens}|{self.llama_cpp.identity}"
             )
         dtype = str(resolve_dtype(self.spec.dtype)).replace("torch.", "")
         return (

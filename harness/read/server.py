@@ -24,6 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
 from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
@@ -259,9 +260,9 @@ class ServerReader:
                 abort.set()
                 raise
 
-        pool = ThreadPoolExecutor(
-            max_workers=min(self.concurrency, len(prompts)), thread_name_prefix=f"reader-{self.name}"
-        )
+        prefix = f"reader-{self.name}"
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)), thread_name_prefix=prefix)
+        stopped = False
         try:
             pending = {pool.submit(request, p): p for p in prompts}
             while pending:
@@ -283,8 +284,16 @@ class ServerReader:
                     raw, usage = result
                     self._keep(prompt, keys[prompt], raw, usage)
                     raws[keys[prompt]] = raw
+        except signals.Interrupted:
+            # A stop does not wait for the answers in flight (a large model's can take minutes): the
+            # requests not started are cancelled, those running are left behind, and what arrived is cached.
+            stopped = True
+            pool.shutdown(wait=False, cancel_futures=True)
+            signals.leave_behind([t for t in threading.enumerate() if t.name.startswith(prefix)])
+            raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if not stopped:
+                pool.shutdown(wait=True, cancel_futures=True)
         if failure is not None:
             i, error = failure
             raise ServerRequestError(
