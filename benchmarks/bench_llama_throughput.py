@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.read.offline_models import OFFLINE_MODELS, gguf_path
+from harness.backends.offline_models import OFFLINE_MODELS, gguf_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"

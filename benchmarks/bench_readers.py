@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.backends.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
 from harness.metrics import exact_match, f1_score
-from harness.read.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
 from harness.read.reader import Reader
 from harness.threads import available_cpus
 

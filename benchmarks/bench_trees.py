@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from harness.backends.offline_models import default_folder
 from harness.data.qasper import load_qasper
 from harness.lm.local import LocalChatLM
-from harness.read.offline_models import default_folder
 from harness.retrieve.dense import DenseRetriever
 from harness.retrieve.encoder import Encoder
 from harness.text.tokens import resolve_token_counter

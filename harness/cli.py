@@ -35,6 +35,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Libraries whose INFO lines (faiss's search for AVX builds, model-loading notes) say nothing about the run.
+CHATTY_LOGGERS = ("faiss", "faiss.loader", "sentence_transformers", "transformers", "httpx", "urllib3", "filelock")
+
+
+def quiet_libraries() -> None:
+    """Library chatter below WARNING and no loading bars: a run prints its own stage lines, progress bars for
+    long stages, the summary and where the outputs are. ``hydra.verbose=true`` leaves everything as is."""
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "warning")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:  # already imported: its own switches
+        transformers.logging.set_verbosity_warning()
+        transformers.logging.disable_progress_bar()
+
 
 class FailedJobs(Callback):
     """After a sweep, lists the jobs that wrote an error file, so the launching process can fail."""
@@ -85,6 +102,8 @@ def hydra_main(cfg: DictConfig) -> None:
     # A relaunched sweep job starts clean: an error file from an earlier attempt must not count as failure.
     (output_dir / ERROR_FILE).unlink(missing_ok=True)
     choices = dict(hydra_cfg.runtime.choices)
+    if not hydra_cfg.verbose:
+        quiet_libraries()
     # A parallel launcher (joblib's n_jobs) runs several jobs on this machine at once: readers left to
     # choose their thread count take their share of the CPUs (harness.threads).
     threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)

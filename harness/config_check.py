@@ -78,6 +78,12 @@ RULES = [
     Rule("perturb.gold_share", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.overlap", lambda v: _is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),
     Rule("perturb.window_words", _int_at_least(1), "an integer >= 1"),
+    # Weights of relevance against diversity: MMR's lambda (diversifier, the rule's inner MMR, the packer)
+    # and the Vendi diversifier's relevance weight; out of [0, 1] they would reward irrelevance.
+    Rule("diversifier.lambda_", _closed(0.0, 1.0), "a number in [0, 1] (1 = relevance only)"),
+    Rule("diversifier.inner.lambda_", _closed(0.0, 1.0), "a number in [0, 1] (1 = relevance only)"),
+    Rule("packer.relevance_weight", _closed(0.0, 1.0), "a number in [0, 1] (1 = relevance only)"),
+    Rule("retriever.pool_size", _int_at_least(1), "an integer >= 1, or null for every document", nullable=True),
     Rule("reader.batch_size", _int_at_least(1), "an integer >= 1"),
     Rule("reader.max_new_tokens", _int_at_least(1), "an integer >= 1"),
     Rule("cache.force", lambda v: isinstance(v, bool), "true or false"),

@@ -37,6 +37,8 @@ from harness.types import Context, Pool, Snippet
 
 log = logging.getLogger(__name__)
 
+PROGRESS_DELAY = 2.0  # seconds before a stage shows a progress bar: short stages print only their line
+
 
 class Selection(NamedTuple):
     """One question after the tree and the diversifier."""
@@ -106,6 +108,18 @@ def dataset_loader_config(dataset: DictConfig) -> dict[str, Any]:
     return {key: value for key, value in dataset.items() if key != "scorers"}
 
 
+def k_exceeds_pools(k: int, pools: list[Pool]) -> str | None:
+    """A warning when ``k`` is above every question's pool size: the diversifier then keeps the whole pool
+    and recall@k is recall over the pool (the run is valid, but likely not what was meant)."""
+    largest = max((len(pool.candidates) for pool in pools), default=0)
+    if pools and k > largest:
+        return (
+            f"k={k} exceeds every question's pool (at most {largest} candidates): the diversifier keeps whole "
+            f"pools and recall@k is recall over the pool; set k <= {largest} or retriever.pool_size"
+        )
+    return None
+
+
 class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -149,6 +163,11 @@ class Pipeline:
     def _timed(self, stage: str, start: float) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - start
 
+    def stage_line(self, stage: str, detail: str, *timed: str) -> None:
+        """The one line a stage prints: what it did and the seconds it took (its ``timings`` entries)."""
+        seconds = sum(self.timings.get(name, 0.0) for name in timed or (stage,))
+        log.info("%-8s %s (%.1f s)", stage, detail, seconds)
+
     def load(self):
         start = time.perf_counter()
         loader = dataset_loader_config(self.cfg.dataset)
@@ -188,7 +207,7 @@ class Pipeline:
             if not force:
                 cached = store.load(key)
                 if cached is not None:
-                    log.info("pools: reusing %s", store.path(key))
+                    log.debug("pools: reusing %s", store.path(key))
                     return cached
             pools, retrieval = compute_pools(
                 examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed
@@ -211,7 +230,8 @@ class Pipeline:
         # Made once per run: threadpool_limits() would rescan the loaded libraries for every question (~4 ms).
         threadpools = ThreadpoolController()
         selections: list[Selection] = []
-        for pool in tqdm(pools, desc=f"tree={self.tree.name} diversifier={self.diversifier.name}", leave=False):
+        desc = f"tree={self.tree.name} diversifier={self.diversifier.name}"
+        for pool in tqdm(pools, desc=desc, leave=False, delay=PROGRESS_DELAY):
             pool, tree_info = self.tree.expand(pool, services)
             # One BLAS thread per question: per-query kernels at m ~ 100 are slower with more. (Entered per
             # question, not around the loop, so a tree's encoder keeps its threads.)
@@ -252,6 +272,10 @@ class Pipeline:
     def prepare(self, examples) -> list[Prepared]:
         cfg = self.cfg
         pools, retrieval = self.pools(examples)
+        self.stage_line("retrieve", f"pools of {len(pools)} questions (retriever, reranker, perturbation)", "retrieve")
+        warning = k_exceeds_pools(int(cfg.k), pools)
+        if warning:
+            log.warning(warning)
         force = bool(cfg.get("cache", {}).get("force", False))
 
         computed: list[bool] = []
@@ -276,6 +300,7 @@ class Pipeline:
             seconds = {"select": time.perf_counter() - start, "snippets": 0.0}
         for stage, value in seconds.items():
             self.timings[stage] = self.timings.get(stage, 0.0) + value
+        self.stage_line("select", f"tree={self.tree.name} diversifier={self.diversifier.name}", "select", "snippets")
 
         tokens = self.reader.token_counter
         threadpools = ThreadpoolController()
@@ -284,7 +309,9 @@ class Pipeline:
         budget, seed = int(cfg.budget), int(cfg.seed)
         contexts: list[Context] = []
         for (pool, selected, _, _), snippets in zip(
-            selections, tqdm(all_snippets, desc=f"pack={self.packer.name} B={budget}", leave=False), strict=True
+            selections,
+            tqdm(all_snippets, desc=f"pack={self.packer.name} B={budget}", leave=False, delay=PROGRESS_DELAY),
+            strict=True,
         ):
             vectors = flat_vectors[offset : offset + len(snippets)]
             offset += len(snippets)
@@ -332,6 +359,8 @@ class Pipeline:
             }
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         self._timed("pack", start)
+        mean_tokens = sum(p.figures[CONTEXT_TOKENS] for p in prepared) / max(len(prepared), 1)
+        self.stage_line("pack", f"packer={self.packer.name} B={budget}: {mean_tokens:.0f} context tokens on average")
         return prepared
 
     def read(self, prepared: list[Prepared]) -> list[str]:
@@ -440,7 +469,7 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
 
     pipeline = Pipeline(cfg)
     examples = pipeline.load()
-    log.info("%d questions from %s", len(examples), cfg.dataset.get("name"))
+    pipeline.stage_line("load", f"{len(examples)} questions from {cfg.dataset.get('name')}")
     prepared = pipeline.prepare(examples)
 
     journal = RowJournal(output_dir, key)
@@ -452,16 +481,21 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     todo = [p for p in prepared if p.pool.example.question_id not in done]
     config_columns = {f"cfg.{k}": v for k, v in flatten_config(cfg).items()}
     chunk = max(1, int(cfg.get("read_chunk", 64)))
-    for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk):
+    reading = bool(cfg.get("read", True))
+    for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):
         items = todo[start : start + chunk]
         # read=false: retrieval/selection studies that need no answers (EM and F1 are left empty).
-        answers = pipeline.read(items) if cfg.get("read", True) else [None] * len(items)
+        answers = pipeline.read(items) if reading else [None] * len(items)
         fresh = [
             normalise_row(pipeline.row(item, answer, choices, config_columns))
             for item, answer in zip(items, answers, strict=False)
         ]
         journal.append(fresh)
         done.update((r["question_id"], r) for r in fresh)
+    if reading:
+        generated = pipeline.counters()["reader_prompts_generated"]
+        fresh_note = "" if generated is None else f", {generated} generated (the rest cached)"
+        pipeline.stage_line("read", f"{len(todo)} prompts by {pipeline.reader.name}{fresh_note}")
     rows = pd.DataFrame.from_records([done[p.pool.example.question_id] for p in prepared])
     write_outputs(
         cfg,

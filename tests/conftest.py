@@ -17,12 +17,29 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 CONF = REPO / "conf"
 
 
+# The tests' reader unless a test names another: the 135M model through transformers, seconds per demo run.
+# The published default (conf/config.yaml) is the stronger Qwen2.5-Coder-0.5B GGUF.
+TINY_READER = "reader=smollm2_135m"
+
+
+def with_tiny_reader(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """``overrides`` plus ``TINY_READER`` when they choose no reader themselves."""
+    overrides = list(overrides)
+    names_a_reader = any(o.lstrip("+~").startswith(("reader=", "reader@")) for o in overrides)
+    return overrides if names_a_reader else [TINY_READER, *overrides]
+
+
 def compose_cfg(
-    overrides: list[str] | tuple[str, ...] = (), config_dir: Path = CONF, return_hydra_config: bool = False
+    overrides: list[str] | tuple[str, ...] = (),
+    config_dir: Path = CONF,
+    return_hydra_config: bool = False,
+    tiny_reader: bool = True,
 ) -> DictConfig:
-    """The config a run with these command-line overrides would get, composed without starting a job."""
+    """The config a run with these command-line overrides would get, composed without starting a job
+    (with ``TINY_READER`` unless the overrides name a reader or ``tiny_reader`` is false)."""
+    overrides = with_tiny_reader(overrides) if tiny_reader else list(overrides)
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+        return compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 class HashEncoder:

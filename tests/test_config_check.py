@@ -45,6 +45,12 @@ def test_default_config_is_valid():
         (["dataset.sample_size=0"], "dataset.sample_size", "0", ">= 1"),
         (["read_chunk=0"], "read_chunk", "0", ">= 1"),
         (["read=maybe"], "read", "'maybe'", "true or false"),
+        (["diversifier=mmr", "diversifier.lambda_=2"], "diversifier.lambda_", "2", "[0, 1]"),
+        (["diversifier=vendi", "diversifier.lambda_=-0.5"], "diversifier.lambda_", "-0.5", "[0, 1]"),
+        (["diversifier=rule", "diversifier.inner.lambda_=1.5"], "diversifier.inner.lambda_", "1.5", "[0, 1]"),
+        (["packer=mmr", "packer.relevance_weight=2"], "packer.relevance_weight", "2", "[0, 1]"),
+        (["retriever.pool_size=-1"], "retriever.pool_size", "-1", ">= 1"),
+        (["retriever.pool_size=0"], "retriever.pool_size", "0", ">= 1"),
     ],
 )
 def test_out_of_range_value_names_key_value_and_range(overrides, key, value, allowed):
@@ -56,6 +62,10 @@ def test_boundaries_are_allowed():
     assert problems(composed("perturb=inject", "perturb.rho=1")) == []
     assert problems(composed("perturb=chunk_overlap", "perturb.overlap=0.75")) == []
     assert problems(composed("dataset.sample_size=null")) == []
+    assert (
+        problems(composed("diversifier=mmr", "diversifier.lambda_=0", "packer=mmr", "packer.relevance_weight=1")) == []
+    )
+    assert problems(composed("retriever.pool_size=1")) == []
 
 
 def test_unknown_top_level_key():
@@ -104,6 +114,9 @@ def harness(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, fl
     [
         (["budget=0", "read=false"], "config error: budget=0 is out of range; allowed: an integer >= 1"),
         (["+unknown_key=3"], "config error: unknown top-level key 'unknown_key'"),
+        (["diversifier=mmr", "diversifier.lambda_=2"], "config error: diversifier.lambda_=2 is out of range"),
+        (["packer=mmr", "packer.relevance_weight=2"], "config error: packer.relevance_weight=2 is out of range"),
+        (["retriever.pool_size=-1"], "config error: retriever.pool_size=-1 is out of range"),
     ],
 )
 def test_command_line_exits_2_fast_without_loading_models(tmp_path, args, needle):

@@ -234,7 +234,7 @@ def test_client_validates_settings():
 
 @pytest.fixture(scope="module")
 def smollm2_folder():
-    from harness.read.offline_models import default_folder, ensure_offline_model
+    from harness.backends.offline_models import default_folder, ensure_offline_model
 
     return ensure_offline_model("smollm2", default_folder("smollm2"))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.offline_models import OFFLINE_MODELS, gguf_path
 from harness.lm.llama_cpp import LlamaCppChatLM
 from harness.model_files import sha256_file
-from harness.read.offline_models import OFFLINE_MODELS, gguf_path
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / ".cache/models"

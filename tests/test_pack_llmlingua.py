@@ -138,7 +138,7 @@ def test_llmlingua2_path_runs_offline_within_budget(tokens, tiny_llmlingua2_mode
 # ---- LLMLingua-1 with the packaged small LM ------------------------------------------------------
 @pytest.mark.slow
 def test_llmlingua1_compresses_offline_with_smollm2(tokens):
-    from harness.read.offline_models import default_folder, ensure_offline_model
+    from harness.backends.offline_models import default_folder, ensure_offline_model
 
     folder = default_folder("smollm2", MODELS_DIR)
     ensure_offline_model("smollm2", folder)  # returns at once when the converted folder exists

@@ -13,7 +13,7 @@ import pytest
 
 from harness.pipeline import Pipeline
 from harness.read.answers import extract_answer
-from tests.conftest import REPO, SHARED_DATA, compose_cfg
+from tests.conftest import REPO, SHARED_DATA, compose_cfg, with_tiny_reader
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 ROW_COLUMNS = [
@@ -65,7 +65,7 @@ def run_cli(args: list[str], cwd: Path = REPO, env_extra: dict | None = None, **
         **(env_extra or {}),
     }
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "harness", *with_tiny_reader(args)],
         check=False,
         cwd=cwd,
         env=env,

@@ -8,7 +8,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.read.offline_models import ensure_offline_model
+from harness.backends.offline_models import ensure_offline_model
 from harness.read.prompt import PromptTemplate
 from harness.read.reader import Reader
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.read.gguf_ladder import (
+from harness.backends.gguf_ladder import (
     ChecksumMismatchError,
     PartMissingError,
     assemble,
     concatenate_verified,
     sha256_file,
 )
-from harness.read.offline_models import OFFLINE_MODELS, OfflineModel, PartPackage, gguf_path
+from harness.backends.offline_models import OFFLINE_MODELS, OfflineModel, PartPackage, gguf_path
 from harness.read.reader import Reader
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_registry_records_the_ladder():
 
 def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "harness.read.gguf_ladder", "--model", "qwen2.5-coder-0.5b", "--requirements"],
+        [sys.executable, "-m", "harness.backends.gguf_ladder", "--model", "qwen2.5-coder-0.5b", "--requirements"],
         capture_output=True,
         text=True,
         check=True,

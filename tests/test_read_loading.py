@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.read.loading import load_reader, load_tokenizer, quantization_config, resolve_dtype
+from harness.backends.loading import load_reader, load_tokenizer, quantization_config, resolve_dtype
+from harness.backends.offline_models import ensure_offline_model, is_converted, offline_model_spec
 from harness.read.module import ReaderModule
-from harness.read.offline_models import ensure_offline_model, is_converted, offline_model_spec
 from harness.read.reader import Reader
 
 # The folder the default reader config uses, so tests and runs share one conversion.

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
+from harness.backends.loading import ModelSpec
+from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
 from harness.lm.base import CachedChatLM
 from harness.lm.local import LocalChatLM
-from harness.read.loading import ModelSpec
 from harness.read.reader import Reader
-from harness.read.response_cache import ResponseCache
 from harness.read.server import ServerReader
 from tests.conftest import compose_cfg
 

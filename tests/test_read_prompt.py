@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.read.loading import load_tokenizer
-from harness.read.offline_models import ensure_offline_model
+from harness.backends.loading import load_tokenizer
+from harness.backends.offline_models import ensure_offline_model
 from harness.read.prompt import PromptTemplate, add_special_tokens_for, count_prompt_tokens
 
 # The folder the default reader config uses, so tests and runs share one conversion.

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.offline_models import ensure_offline_model
 from harness.cache import TextStore
 from harness.read.answers import extract_answer
-from harness.read.offline_models import ensure_offline_model
 from harness.read.reader import Reader
 
 # The folder the default reader config uses, so tests and runs share one conversion.

@@ -1,7 +1,7 @@
 """The server reader (``reader=openai_compat``).
 
 Fast tests run a stdlib HTTP server that answers ``/v1/completions`` and ``/v1/chat/completions`` from a
-script; the slow tests start llama.cpp's own HTTP server (``python -m harness.read.llama_server``,
+script; the slow tests start llama.cpp's own HTTP server (``python -m harness.backends.llama_server``,
 serving the packaged SmolLM2 GGUF) as a subprocess, with a small proxy in front of it that counts
 requests in flight and fails the first ones with 429/503.
 """
@@ -23,7 +23,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.lm.http import ServerRequestError
+from harness.backends.http import ServerRequestError
 from harness.read.prompt import PromptTemplate
 from harness.read.server import ServerReader
 from tests.helpers.local_server import LocalServer
@@ -234,7 +234,7 @@ def test_published_config_instantiates(tmp_path):
 
 
 class LlamaServer:
-    """``python -m harness.read.llama_server`` on a free port, stopped with SIGTERM."""
+    """``python -m harness.backends.llama_server`` on a free port, stopped with SIGTERM."""
 
     def __init__(self, log_path: Path, parallel: int = 1):
         self.log = open(log_path, "w")  # noqa: SIM115 - outlives __init__; stop() closes it
@@ -242,7 +242,7 @@ class LlamaServer:
             [
                 sys.executable,
                 "-m",
-                "harness.read.llama_server",
+                "harness.backends.llama_server",
                 "--model",
                 "smollm2",
                 "--port",
@@ -403,7 +403,7 @@ def test_llama_cpp_server_behind_429_and_503_is_retried(llama_server, sequential
 
 def test_llama_server_rejects_a_missing_gguf(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "harness.read.llama_server", "--model", str(tmp_path / "no.gguf")],
+        [sys.executable, "-m", "harness.backends.llama_server", "--model", str(tmp_path / "no.gguf")],
         check=False,
         cwd=REPO,
         capture_output=True,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY_READER
 
-SWEEP = ["-m", "+sweeps=smoke", "hydra/launcher=local_parallel", "reader.batch_size=1", "read_chunk=1"]
+SWEEP = ["-m", "+sweeps=smoke", "hydra/launcher=local_parallel", TINY_READER, "reader.batch_size=1", "read_chunk=1"]
 
 
 def launch(sweep_dir: Path, cache_dir: Path) -> subprocess.Popen:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from harness import threads
-from harness.read.llama_cpp import LlamaCppSettings
+from harness.backends.llama_cpp import LlamaCppSettings
 
 
 @pytest.fixture(autouse=True)

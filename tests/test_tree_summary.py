@@ -340,8 +340,8 @@ def test_dynamic_tree_rejects_bad_settings():
 
 @pytest.mark.slow
 def test_trees_build_with_the_real_offline_smollm2(tmp_path):
+    from harness.backends.offline_models import default_folder
     from harness.lm.local import LocalChatLM
-    from harness.read.offline_models import default_folder
 
     lm = LocalChatLM(
         pretrained=str(default_folder("smollm2")),
@@ -372,8 +372,8 @@ def test_trees_build_with_the_real_offline_smollm2(tmp_path):
 
 @pytest.mark.slow
 def test_raptor_counts_the_work_of_the_llama_cpp_lm_and_stores_it_with_the_tree(tmp_path):
+    from harness.backends.offline_models import DEFAULT_MODELS_DIR
     from harness.lm.llama_cpp import LlamaCppChatLM
-    from harness.read.offline_models import DEFAULT_MODELS_DIR
     from harness.tree.summary_tree import SUMMARY_PROMPT
 
     def llama_lm():

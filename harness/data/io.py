@@ -70,6 +70,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     stripped = text.lstrip(_WHITESPACE)
     if not stripped:
         raise DatasetFormatError(path, "file is empty")
+    if stripped[0] == "{":
+        _refuse_single_object(path, text)
     records = _read_json_list(path, text) if stripped[0] == "[" else _read_json_lines(path, text)
     if not records:
         raise DatasetFormatError(path, "file holds no records")
@@ -77,6 +79,33 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(record, dict):
             raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", index=index)
     return records
+
+
+def _refuse_single_object(path: Path, text: str) -> None:
+    """A file that is one JSON object is valid JSON lines only when it is one line and is itself a record:
+    a pretty-printed object, or a wrapper such as ``{"data": [...]}``, is refused with what was found."""
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return  # several lines of JSON objects (JSON lines), or broken JSON: reported where it breaks
+    if not isinstance(whole, dict):
+        return
+    wrapped = [key for key, value in whole.items() if isinstance(value, list) and value and isinstance(value[0], dict)]
+    if wrapped and len(whole) <= 3:
+        key = wrapped[0]
+        raise DatasetFormatError(
+            path,
+            f"expected a JSON list or JSON lines, found one JSON object whose {key!r} holds a list of "
+            f"{len(whole[key])} objects: give the list itself (e.g. jq '.{key}' file.json)",
+            field=key,
+        )
+    lines = sum(1 for line in text.split("\n") if line.strip())
+    if lines > 1:
+        raise DatasetFormatError(
+            path,
+            f"expected a JSON list or JSON lines (one object per line), found one JSON object over {lines} lines: "
+            "put the records in a list [...] or one per line",
+        )
 
 
 def json_record_at(path: Path, prefix: str) -> int | None:

@@ -46,6 +46,11 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
             gold.append(document.doc_id)
 
     answerable = record.get("answerable", True)
+    if not isinstance(answerable, bool):
+        raise ctx.error(f"expected true or false, got {answerable!r}", "answerable")
+    if answerable and not gold:
+        # Recall and gold coverage of such a question would be NaN; HotpotQA, 2Wiki and QuALITY refuse it too.
+        raise ctx.error("answerable record with no paragraph flagged is_supporting", "paragraphs")
     return Example(
         question_id=qid,
         question=question,
@@ -57,7 +62,7 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
         split=split,
         dataset=dataset,
         metadata={
-            "answerable": bool(answerable),
+            "answerable": answerable,
             "decomposition": tuple(_step(step) for step in decomposition),
         },
     )

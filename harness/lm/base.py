@@ -13,10 +13,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
 from harness.protocols import ChatLM
-from harness.read.response_cache import ResponseCache
 
 __all__ = ["CACHE_FILE", "CachedChatLM", "ChatLM", "build_chat_lm"]
 

@@ -2,7 +2,7 @@
 
 Each prompt is rendered with the Hugging Face tokenizer's chat template (system prompt when set, one
 user message, the generation prompt), exactly as :class:`harness.lm.local.LocalChatLM` renders it,
-and sent to the llama.cpp server as that tokenizer's ids (``harness.read.llama_cpp``): what is counted
+and sent to the llama.cpp server as that tokenizer's ids (``harness.backends.llama_cpp``): what is counted
 in ``prompt_tokens`` is what the model reads. Greedy decoding; ``max_new_tokens`` travels with each
 request, so summaries (100 tokens) and question classes (8) share one server.
 
@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.lm.base import CachedChatLM
-from harness.lm.local import render_chat
-from harness.read.llama_cpp import (
+from harness.backends.llama_cpp import (
     LlamaCppGenerator,
     LlamaCppSettings,
     gguf_identity,
@@ -28,7 +26,9 @@ from harness.read.llama_cpp import (
     load_gguf_tokenizer,
     resolve_gguf,
 )
-from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.lm.base import CachedChatLM
+from harness.lm.local import render_chat
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ def render_chat(tokenizer, system_prompt: str, prompt: str, max_input_tokens: in
 
 
 class LocalChatLM(CachedChatLM):
-    """The weights are named by the reader's model keys (:class:`harness.read.loading.ModelSpec`), as
+    """The weights are named by the reader's model keys (:class:`harness.backends.loading.ModelSpec`), as
     keyword arguments; ``offline_model`` defaults to the packaged SmolLM2."""
 
     backend = "transformers"
@@ -56,7 +56,7 @@ class LocalChatLM(CachedChatLM):
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError(f"{name}: max_input_tokens must be >= 1 or null, got {max_input_tokens}")
         # Imported here: loading imports torch, which an OpenAI-backed tree never needs.
-        from harness.read.loading import ModelSpec
+        from harness.backends.loading import ModelSpec
 
         spec = ModelSpec.from_config(model, owner=name, offline_model="smollm2")
         if spec.pretrained is None and spec.offline_model is None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.backends.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.cache import stable_hash
 from harness.lm.base import CachedChatLM
-from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
 
 CLIENT_DEFAULTS = {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}
 

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 LLMLINGUA2_DEFAULT_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 LLMLINGUA2_BACKBONES = ("bert-base-multilingual-cased", "xlm-roberta-large")
-OFFLINE_LM = "smollm2"  # harness.read.offline_models name of the default LLMLingua-1 language model
+OFFLINE_LM = "smollm2"  # harness.backends.offline_models name of the default LLMLingua-1 language model
 
 # LongLLMLingua's recommended question-aware settings (coarse-to-fine, reorder by relevance).
 LONGLLMLINGUA_DEFAULTS: dict[str, Any] = {
@@ -197,7 +197,7 @@ class LLMLinguaPacker(Packer):
         """The model path or hub id; the offline LM folder is converted on first use."""
         if self.model_name is not None:
             return self.model_name
-        from harness.read.offline_models import default_folder, ensure_offline_model
+        from harness.backends.offline_models import default_folder, ensure_offline_model
 
         return str(ensure_offline_model(OFFLINE_LM, default_folder(OFFLINE_LM, self.models_dir)))
 

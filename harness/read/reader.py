@@ -13,10 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
-from harness.read.answers import extract_answer
-from harness.read.llama_cpp import (
+from harness.backends.llama_cpp import (
     LlamaCppGenerator,
     LlamaCppSettings,
     gguf_identity,
@@ -24,7 +21,11 @@ from harness.read.llama_cpp import (
     load_gguf_tokenizer,
     resolve_gguf,
 )
-from harness.read.loading import ModelSpec, resolve_dtype
+from harness.backends.loading import ModelSpec, resolve_dtype
+from harness.backends.response_cache import ResponseCache
+from harness.cache import TextStore, stable_hash
+from harness.fingerprint import code_fingerprint
+from harness.read.answers import extract_answer
 from harness.read.prompt import (
     PromptTemplate,
     add_special_tokens_for,
@@ -32,7 +33,6 @@ from harness.read.prompt import (
     count_prompt_tokens,
     count_prompt_tokens_many,
 )
-from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
 from harness.threads import resolve_threads
 
@@ -112,7 +112,7 @@ def _cached_response(key: str, entry: Any) -> dict[str, str]:
 class Reader:
     """A generator LM behind a response cache, run through ``pl.Trainer.predict``.
 
-    The weights are named by the model keys of :class:`harness.read.loading.ModelSpec` (``pretrained``,
+    The weights are named by the model keys of :class:`harness.backends.loading.ModelSpec` (``pretrained``,
     ``offline_model``, ``models_dir``, ``dtype``, ``quantization``, ``device_map``,
     ``trust_remote_code``), given as keyword arguments like every other setting."""
 

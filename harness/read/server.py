@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import signals
+from harness.backends.http import OpenAICompatClient, ServerRequestError, first_choice
+from harness.backends.loading import ModelSpec
+from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
-from harness.lm.http import OpenAICompatClient, ServerRequestError, first_choice
-from harness.read.loading import ModelSpec
-from harness.read.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
 from harness.read.prompt import (
     PromptTemplate,
     add_special_tokens_for,
@@ -37,7 +38,6 @@ from harness.read.prompt import (
     count_prompt_tokens,
     count_prompt_tokens_many,
 )
-from harness.read.response_cache import ResponseCache
 from harness.text.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def _cached_raw(key: str, entry: Any) -> str | None:
 class ServerReader:
     """The ``Reader`` interface (``render_prompt``, ``count_prompt_tokens``, ``token_counter``, ``answer``,
     ``responses``) over an OpenAI-compatible server, behind the same response cache. The remaining
-    keyword arguments are the HTTP client's (:class:`harness.lm.http.OpenAICompatClient`)."""
+    keyword arguments are the HTTP client's (:class:`harness.backends.http.OpenAICompatClient`)."""
 
     def __init__(
         self,

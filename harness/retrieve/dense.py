@@ -91,7 +91,7 @@ class DenseRetriever:
         texts = [document_text(doc, self.embed_title) for ex in examples for doc in ex.documents]
         vectors = self.encoder.encode_documents(texts)
         pools, offset = [], 0
-        for ex, query in zip(tqdm(examples, desc="retrieve", leave=False), queries, strict=False):
+        for ex, query in zip(tqdm(examples, desc="retrieve", leave=False, delay=2.0), queries, strict=False):
             n = len(ex.documents)
             doc_vectors = vectors[offset : offset + n]
             offset += n

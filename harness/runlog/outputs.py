@@ -112,7 +112,9 @@ def print_summary(summary: pd.DataFrame, title: str) -> None:
     for column in ("metric", "mean", "95% CI", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for rec in summary.itertuples():
-        table.add_row(rec.metric, f"{rec.mean:.4g}", f"[{rec.ci_low:.4g}, {rec.ci_high:.4g}]", str(rec.n))
+        # Three significant digits: a bootstrap interval over a few hundred questions carries no more
+        # (summary.json keeps full precision).
+        table.add_row(rec.metric, f"{rec.mean:.3g}", f"[{rec.ci_low:.3g}, {rec.ci_high:.3g}]", str(rec.n))
     Console().print(table)
 
 

@@ -108,7 +108,7 @@ def resolve_token_counter(tokenizer: str | None = None, models_dir: str | Path =
     from transformers import AutoTokenizer
 
     if tokenizer.startswith("offline:"):
-        from harness.read.offline_models import default_folder, ensure_offline_model
+        from harness.backends.offline_models import default_folder, ensure_offline_model
 
         name = tokenizer.split(":", 1)[1]
         path = str(ensure_offline_model(name, default_folder(name, models_dir)))

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.conftest import REPO, with_tiny_reader
 
 
 def freeze(root: Path) -> Path:
@@ -34,6 +34,7 @@ def popen(code: Path, args: list[str], cache_dir: Path, cwd: Path | None = None)
     """``python -m harness ARGS``; with ``cwd`` unset the frozen copy is the working directory, and
     `python -m` puts the working directory first on sys.path, so the copy is the code that runs."""
     env = harness_env(cache_dir)
+    args = args if "--help" in args else with_tiny_reader(args)
     if cwd is not None:
         env["PYTHONPATH"] = str(code)
     return subprocess.Popen(

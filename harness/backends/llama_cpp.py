@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import signals
+from harness.backends.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
 from harness.model_files import sha256_file
-from harness.read.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
 from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def load_gguf_tokenizer(folder_or_gguf: str | Path):
     from transformers import AutoTokenizer
 
     # Imported here, like transformers: the module itself stays light to import (loading imports torch).
-    from harness.read.loading import ensure_pad_token
+    from harness.backends.loading import ensure_pad_token
 
     path = Path(folder_or_gguf)
     if path.suffix == ".gguf":

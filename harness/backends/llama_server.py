@@ -1,7 +1,7 @@
 """Serve a GGUF model with llama.cpp's own HTTP server (OpenAI-compatible ``/v1/completions``,
 ``/v1/chat/completions``, ``/health``), from the prebuilt ``xllamacpp`` wheel: no compiler, no download.
 
-    python -m harness.read.llama_server --model smollm2 --port 8080 --parallel 4
+    python -m harness.backends.llama_server --model smollm2 --port 8080 --parallel 4
     python -m harness reader=openai_compat reader.base_url=http://127.0.0.1:8080/v1
 
 ``--model`` is a packaged offline model name (``smollm2``) or a path to a ``.gguf`` file. The server
@@ -23,7 +23,7 @@ def resolve_gguf(model: str) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"GGUF file {path} does not exist")
         return path
-    from harness.read.offline_models import gguf_path
+    from harness.backends.offline_models import gguf_path
 
     return gguf_path(model)
 

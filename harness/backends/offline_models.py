@@ -4,7 +4,7 @@ A GGUF file dequantizes on every load (about 15-20 s for SmolLM2-135M); a conver
 fraction of a second. The conversion writes into a temporary sibling folder and renames it into place,
 so a conversion killed half-way never leaves a folder that looks complete.
 
-    python -m harness.read.offline_models --folder .cache/models/SmolLM2-135M-Instruct
+    python -m harness.backends.offline_models --folder .cache/models/SmolLM2-135M-Instruct
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
         folder_name="SmolLM2-135M-Instruct",
         quantization="Q4_1",
     ),
-    # The Qwen2.5 ladder (Apache-2.0): split into part packages, assembled by harness.read.gguf_ladder.
+    # The Qwen2.5 ladder (Apache-2.0): split into part packages, assembled by harness.backends.gguf_ladder.
     "qwen2.5-coder-0.5b": OfflineModel(
         package=None,
         pip_name=None,
@@ -120,7 +120,7 @@ def gguf_path(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
         if not path.is_file():
             raise FileNotFoundError(
                 f"offline model {name!r} is not assembled at {path}: run "
-                f"`python -m harness.read.gguf_ladder --model {name} --models-dir {models_dir}` "
+                f"`python -m harness.backends.gguf_ladder --model {name} --models-dir {models_dir}` "
                 f"(or `make models`) after installing its {len(spec_model.parts)} part packages"
             )
         return path
