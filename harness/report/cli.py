@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics.registry import F1, S_RECALL
+from harness.report.contrasts import contrast_tables, resolve_baseline
 from harness.report.diversity import diversity_tables
 from harness.report.formatting import print_tables, render_markdown
 from harness.report.load import (
@@ -27,7 +28,6 @@ from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader
 from harness.report.tables import (
     Options,
     Report,
-    contrast_tables,
     diagnostic_tables,
     has_values,
     incremental_validity_table,
@@ -35,7 +35,6 @@ from harness.report.tables import (
     mmr_footnote,
     oracle_table,
     policy_table,
-    resolve_baseline,
     retrieval_perfect_table,
 )
 from harness.report.trees import tree_tables

@@ -1,0 +1,225 @@
+"""What every section of the replication study shares: the studies and their commands, the papers' figures,
+the settings, sections and verdicts, and the paired contrast."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness.metrics.registry import (
+    ALL_GOLD_IN_READER,
+    ANSWER_IN_CONTEXT,
+    ANSWER_IN_CONTEXT_GRADED,
+    CONTEXT_TOKENS,
+    GOLD_DOC_COVERAGE,
+)
+from harness.report.formatting import fmt_ci, to_markdown
+from harness.report.load import load_runs
+from harness.stats.analyses import matched_pairs
+from harness.stats.bootstrap import clustered_mean_ci
+
+log = logging.getLogger("harness.report.replication")
+
+DEFAULT_STUDIES = Path("outputs/studies")
+DEFAULT_OUT = Path("docs/replication.md")
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study directory under the studies root and the command that fills it."""
+
+    directory: str
+    command: str
+
+    def path(self, root: Path) -> Path:
+        return root / self.directory
+
+
+def _sweep(name: str) -> Study:
+    """A study made by ``sweeps/<name>.yaml`` into a directory of the same name."""
+    return Study(name, f"python -m harness -m +sweeps={name} hydra.sweep.dir=outputs/studies/{name}")
+
+
+PACKING = _sweep("replication_packing")
+READER_BUDGETS = _sweep("replication_reader_budgets")
+# LLMLingua spends seconds compressing each question, so it is read at one budget, in its own directory.
+LLMLINGUA = Study(
+    "replication_llmlingua",
+    "python -m harness -m +sweeps=replication_reader_budgets packer=llmlingua budget=160 "
+    "hydra.sweep.dir=outputs/studies/replication_llmlingua",
+)
+ABLATION = _sweep("packing_ablation")
+LADDER = _sweep("replication_ladder")
+INJECTION_OPEN = _sweep("replication_injection_open")
+INJECTION_DISTRACTOR = Study(
+    "injection_distractor",
+    "python -m harness -m +sweeps=injection_selection dataset=hotpotqa dataset.sample_size=null "
+    "retriever.setting=distractor retriever.pool_size=null hydra.sweep.dir=outputs/studies/injection_distractor",
+)
+TREES = _sweep("replication_trees")
+
+# The papers' figures the verdicts refer to.
+SEED000_TABLE5 = {
+    "submod": {ANSWER_IN_CONTEXT: 0.640, GOLD_DOC_COVERAGE: 0.779},
+    "packed": {ANSWER_IN_CONTEXT: 0.590, GOLD_DOC_COVERAGE: 0.685},
+}
+SEED002_BUILD_TIME_CHANGE = -0.81
+
+PACKERS = ("packed", "focused", "mmr", "submod", "llmlingua", "oracle")
+PACKER_LABELS = {
+    "packed": "naive (top-k, truncate)",
+    "focused": "query-focused",
+    "mmr": "MMR (λ = 0.7)",
+    "submod": "submodular",
+    "llmlingua": "LLMLingua",
+    "oracle": "oracle",
+}
+
+
+@dataclass
+class Settings:
+    studies: Path
+    out: Path
+    n_resamples: int = 10000
+    confidence: float = 0.95
+    seed: int = 0
+
+    @property
+    def figures(self) -> Path:
+        return self.out.parent / self.out.stem
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.out.parent))
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str] = field(default_factory=list)
+    verdicts: list[dict[str, str]] = field(default_factory=list)  # the summary table's rows
+
+    def claim(self, claim: str, outcome: str, evidence: str) -> None:
+        self.verdicts.append({"claim": claim, "verdict": outcome, "evidence": evidence})
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend(lines)
+
+    def table(self, frame: pd.DataFrame) -> None:
+        self.lines.extend(["", to_markdown(frame), ""])
+
+    def command(self, *commands: str) -> None:
+        self.lines.append("")
+        self.lines.extend(f"    {c}" for c in commands)
+        self.lines.append("")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def verdict(low: float, high: float, direction: int = 1) -> str:
+    """The claim's fate from an interval of (ours - theirs-baseline) in the paper's direction (+1 or -1)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "not testable (no interval)"
+    low, high = (low, high) if direction > 0 else (-high, -low)
+    if low > 0:
+        return "reproduced"
+    if high < 0:
+        return "reversed"
+    return "not reproduced (the interval includes zero)"
+
+
+def _diff(result: dict) -> str:
+    return fmt_ci(result["mean_diff"], result["ci_low"], result["ci_high"])
+
+
+def _load(settings: Settings, *studies: Study) -> pd.DataFrame | None:
+    """The rows of those of the studies that have been run (None when none has)."""
+    paths = [s.path(settings.studies) for s in studies if s.path(settings.studies).is_dir()]
+    if not paths:
+        return None
+    try:
+        rows, _ = load_runs(paths)
+    except (FileNotFoundError, ValueError) as error:
+        log.warning("%s: %s", ", ".join(map(str, paths)), error)
+        return None
+    return rows
+
+
+def _missing(section: Section, *studies: Study) -> Section:
+    section.add("**Not run yet.** The runs this section needs are made by:")
+    section.command(*(s.command for s in studies))
+    return section
+
+
+def _contrast(rows: pd.DataFrame, column: str, a, b, metric: str, settings: Settings) -> dict:
+    """Policy a minus policy b on ``metric``, paired on (question, seed), pooled like the tables' means
+    (a question drawn by two seeds counts twice) with a bootstrap that resamples whole questions.
+    ``unique_diff`` is the same difference with each question counted once."""
+    pairs = matched_pairs(rows[rows[column] == a], rows[rows[column] == b], metric, question="qkey")
+    pairs = pairs.dropna(subset=["a", "b"]).assign(d=lambda f: f["a"] - f["b"])
+    mean, low, high = clustered_mean_ci(
+        pairs, ["d"], "question", settings.n_resamples, settings.confidence, settings.seed
+    )["d"]
+    unique = pairs.groupby("question")["d"].mean().mean() if len(pairs) else math.nan
+    return {
+        "mean_diff": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "n": len(pairs),
+        "unique_diff": float(unique),
+        "won": int((pairs["d"] > 0).sum()),
+        "lost": int((pairs["d"] < 0).sum()),
+    }
+
+
+def _mean_ci(rows: pd.DataFrame, metric: str, settings: Settings) -> tuple[float, float, float]:
+    return clustered_mean_ci(rows, [metric], "qkey", settings.n_resamples, settings.confidence, settings.seed)[metric]
+
+
+def _paper_gap(metric: str) -> float:
+    return SEED000_TABLE5["submod"][metric] - SEED000_TABLE5["packed"][metric]
+
+
+def _mean_diff(results: dict[str, dict], name: str) -> float:
+    return results[name]["mean_diff"] if name in results else math.nan
+
+
+def _ordered_packers(rows: pd.DataFrame) -> list[str]:
+    present = set(rows["packer"].astype(str))
+    return [p for p in PACKERS if p in present] + sorted(present - set(PACKERS))
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    return path
+
+
+def _overrides(run_dir: str) -> list[str]:
+    path = Path(run_dir) / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    import yaml
+
+    return [str(o) for o in yaml.safe_load(path.read_text()) or []]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# seed 000: packing table
+
+
+PACKING_METRICS = (ANSWER_IN_CONTEXT, ANSWER_IN_CONTEXT_GRADED, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER, CONTEXT_TOKENS)
+PACKING_HEADINGS = {
+    ANSWER_IN_CONTEXT: "AiC",
+    ANSWER_IN_CONTEXT_GRADED: "graded AiC",
+    GOLD_DOC_COVERAGE: "gold coverage",
+    ALL_GOLD_IN_READER: "all gold",
+    CONTEXT_TOKENS: "tokens",
+}
