@@ -6,7 +6,18 @@ import pandas as pd
 import pytest
 
 from harness.report.load import normalise_rows
-from harness.report.replication import LADDER, PACKING, TREES, Settings, _contrast, main, render, verdict
+from harness.report.replication import (
+    LADDER,
+    PACKING,
+    PACKING_DATASETS,
+    TREES,
+    Settings,
+    _contrast,
+    main,
+    render,
+    verdict,
+)
+from harness.stats.power import minimum_detectable_effect
 from tests.helpers.report_rows import packing_rows, write_sweep
 
 
@@ -25,6 +36,14 @@ def test_verdict_reads_the_interval_against_the_papers_direction(low, high, dire
     assert verdict(low, high, direction) == expected
 
 
+def test_an_interval_including_zero_refutes_only_a_design_that_could_see_the_paper_effect():
+    assert verdict(-0.1, 0.1, 1, mde=0.2, paper=0.05) == "underpowered (MDE 0.200 vs paper +0.050)"
+    assert verdict(-0.01, 0.01, 1, mde=0.02, paper=0.05) == (
+        "not reproduced (the interval includes zero; MDE 0.020 below the paper's 0.050)"
+    )
+    assert verdict(0.01, 0.1, 1, mde=0.2, paper=0.05) == "reproduced"  # a clear interval needs no power argument
+
+
 def test_contrast_pools_question_seed_pairs_and_reports_the_per_question_mean(tmp_path):
     # q1 is drawn by two seeds and won both times; q2 by one seed and tied.
     rows = normalise_rows(
@@ -41,6 +60,9 @@ def test_contrast_pools_question_seed_pairs_and_reports_the_per_question_mean(tm
     assert result["mean_diff"] == pytest.approx(2 / 3)  # pooled like the tables' means
     assert result["unique_diff"] == pytest.approx(0.5)  # each question once
     assert (result["won"], result["lost"], result["n"]) == (2, 0, 3)
+    # power over questions: q1's mean difference 1, q2's 0 -> SD 0.7071 over n = 2
+    assert result["n_questions"] == 2 and result["sd"] == pytest.approx(2**-0.5)
+    assert result["mde"] == pytest.approx(minimum_detectable_effect(2**-0.5, 2))
     assert result["ci_low"] <= result["mean_diff"] <= result["ci_high"]
 
 
@@ -105,3 +127,20 @@ def test_trees_section_totals_fresh_builds_only(tmp_path):
     assert "| qasper | dtcrs | 3 | 3 | 1 | 2 | 30.0 | 20.0 | 2 | 200 |" in text
     table = text[text.index("| dataset | tree |") :]
     assert "| qasper | raptor | 3 | 2 | 2 | 20 | 200.0 | 100.0 | 20 | 2000 |" in table
+
+
+def test_other_datasets_get_their_own_packing_rows_with_n_and_mde(tmp_path):
+    studies = tmp_path / "studies"
+    main_rows = [packing_rows(20, p, b, s, "tiny-135m") for p in ("packed", "submod") for b in (96, 160) for s in (42,)]
+    write_sweep(studies / PACKING.directory, main_rows)
+    musique = [frame.assign(dataset="musique") for frame in main_rows]
+    write_sweep(studies / PACKING_DATASETS.directory, musique)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    row = next(
+        x
+        for x in text.splitlines()
+        if x.startswith("| seed 000: submod > naive on answer-in-context (B = 160, musique)")
+    )
+    assert "n = 20, SD " in row and "MDE " in row
+    table = text[text.index("| dataset | B | metric |") :]
+    assert "| musique | 160 | AiC |" in table and "| synthetic | 160 | AiC |" in table

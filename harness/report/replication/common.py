@@ -22,6 +22,7 @@ from harness.report.formatting import fmt_ci, to_markdown
 from harness.report.load import load_runs
 from harness.stats.analyses import matched_pairs
 from harness.stats.bootstrap import clustered_mean_ci
+from harness.stats.power import paired_power
 
 log = logging.getLogger("harness.report.replication")
 
@@ -46,6 +47,8 @@ def _sweep(name: str) -> Study:
 
 
 PACKING = _sweep("replication_packing")
+# The packing contrasts on the other multi-hop samples (MuSiQue, 2WikiMultiHopQA), selection only.
+PACKING_DATASETS = _sweep("replication_packing_datasets")
 READER_BUDGETS = _sweep("replication_reader_budgets")
 # LLMLingua spends seconds compressing each question, so it is read at one budget, in its own directory.
 LLMLINGUA = Study(
@@ -122,8 +125,12 @@ class Section:
 # helpers
 
 
-def verdict(low: float, high: float, direction: int = 1) -> str:
-    """The claim's fate from an interval of (ours - theirs-baseline) in the paper's direction (+1 or -1)."""
+def verdict(low: float, high: float, direction: int = 1, mde: float = math.nan, paper: float = math.nan) -> str:
+    """The claim's fate from an interval of (ours - theirs-baseline) in the paper's direction (+1 or -1).
+
+    An interval that includes zero refutes the claim only if the design could have seen the paper's effect:
+    with the minimum detectable effect ``mde`` (harness.stats.power) at or above the paper's ``paper``
+    effect it reads *underpowered* instead of *not reproduced*."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "not testable (no interval)"
     low, high = (low, high) if direction > 0 else (-high, -low)
@@ -131,11 +138,26 @@ def verdict(low: float, high: float, direction: int = 1) -> str:
         return "reproduced"
     if high < 0:
         return "reversed"
+    if math.isfinite(mde) and math.isfinite(paper):
+        if mde >= abs(paper):
+            return f"underpowered (MDE {mde:.3f} vs paper {paper:+.3f})"
+        return f"not reproduced (the interval includes zero; MDE {mde:.3f} below the paper's {abs(paper):.3f})"
+    if math.isfinite(mde):
+        return f"not reproduced (the interval includes zero; MDE {mde:.3f})"
     return "not reproduced (the interval includes zero)"
 
 
 def _diff(result: dict) -> str:
     return fmt_ci(result["mean_diff"], result["ci_low"], result["ci_high"])
+
+
+def _power(result: dict) -> str:
+    """``n``, the paired SD and the minimum detectable effect of a contrast (α = 0.05, 80% power)."""
+    return f"n = {result['n_questions']}, SD {result['sd']:.3f}, MDE {result['mde']:.3f}"
+
+
+def _verdict(result: dict, direction: int = 1, paper: float = math.nan) -> str:
+    return verdict(result["ci_low"], result["ci_high"], direction, mde=result["mde"], paper=paper)
 
 
 def _load(settings: Settings, *studies: Study) -> pd.DataFrame | None:
@@ -167,6 +189,7 @@ def _contrast(rows: pd.DataFrame, column: str, a, b, metric: str, settings: Sett
         pairs, ["d"], "question", settings.n_resamples, settings.confidence, settings.seed
     )["d"]
     unique = pairs.groupby("question")["d"].mean().mean() if len(pairs) else math.nan
+    power = paired_power(pairs)
     return {
         "mean_diff": mean,
         "ci_low": low,
@@ -175,6 +198,9 @@ def _contrast(rows: pd.DataFrame, column: str, a, b, metric: str, settings: Sett
         "unique_diff": float(unique),
         "won": int((pairs["d"] > 0).sum()),
         "lost": int((pairs["d"] < 0).sum()),
+        "n_questions": power.n,
+        "sd": power.sd,
+        "mde": power.mde,
     }
 
 
@@ -183,6 +209,9 @@ def _mean_ci(rows: pd.DataFrame, metric: str, settings: Settings) -> tuple[float
 
 
 def _paper_gap(metric: str) -> float:
+    """Submod − naive in the paper's Table 5 (B = 160); NaN for a metric the table does not give."""
+    if metric not in SEED000_TABLE5["submod"]:
+        return math.nan
     return SEED000_TABLE5["submod"][metric] - SEED000_TABLE5["packed"][metric]
 
 

@@ -27,7 +27,9 @@ from harness.report.replication.common import (
     _load,
     _missing,
     _ordered_packers,
+    _power,
     _save,
+    _verdict,
     verdict,
 )
 from harness.stats.analyses import correlations, incremental_validity
@@ -105,10 +107,16 @@ def ladder_section(settings: Settings) -> Section:
         **{
             "Δ F1 [CI]": [_diff(r) for r in contrasts],
             "won / lost": [f"{r['won']} / {r['lost']}" for r in contrasts],
-            "verdict": [verdict(r["ci_low"], r["ci_high"]) for r in contrasts],
+            "n": [r["n_questions"] for r in contrasts],
+            "SD": [f"{r['sd']:.3f}" for r in contrasts],
+            "MDE": [f"{r['mde']:.3f}" for r in contrasts],
+            "verdict": [_verdict(r) for r in contrasts],
         }
-    )[["reader", "contrast", "Δ F1 [CI]", "won / lost", "verdict"]]
-    section.add("Paired contrasts on F1 (95% paired bootstrap over questions):")
+    )[["reader", "contrast", "Δ F1 [CI]", "won / lost", "n", "SD", "MDE", "verdict"]]
+    section.add(
+        "Paired contrasts on F1 (95% paired bootstrap over questions; MDE: the smallest true difference detected "
+        "at α = 0.05 with 80% power over these n questions):"
+    )
     section.table(shown)
     if validity:
         section.add("Validity of answer-in-context (rows: every packer x question of one reader):")
@@ -132,7 +140,7 @@ def ladder_section(settings: Settings) -> Section:
     if top:
         section.add(
             "**Verdict, reader-side gain (strongest rung): "
-            + "; ".join(f"{r['contrast']} {verdict(r['ci_low'], r['ci_high'])} ({_diff(r)})" for r in top)
+            + "; ".join(f"{r['contrast']} {_verdict(r)} ({_diff(r)}; {_power(r)})" for r in top)
             + ".**"
         )
         strongest_rows = rows[rows["reader"] == readers[-1]]
@@ -150,7 +158,7 @@ def ladder_section(settings: Settings) -> Section:
         )
         for r in top:
             section.claim(
-                f"seed 000: {r['contrast']} > 0 on F1 ({r['reader']})", verdict(r["ci_low"], r["ci_high"]), _diff(r)
+                f"seed 000: {r['contrast']} > 0 on F1 ({r['reader']})", _verdict(r), f"{_diff(r)}; {_power(r)}"
             )
     figure = _ladder_figure(contrasts, readers, settings)
     section.add("", f"![submod contrasts by reader]({settings.relative(figure)})")

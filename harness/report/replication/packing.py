@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from harness.report.replication.common import (
     LLMLINGUA,
     PACKER_LABELS,
     PACKING,
+    PACKING_DATASETS,
     PACKING_HEADINGS,
     PACKING_METRICS,
     READER_BUDGETS,
@@ -35,8 +37,9 @@ from harness.report.replication.common import (
     _ordered_packers,
     _overrides,
     _paper_gap,
+    _power,
     _save,
-    verdict,
+    _verdict,
 )
 from harness.stats.bootstrap import clustered_mean_ci
 
@@ -55,10 +58,10 @@ def packing_section(settings: Settings) -> Section:
         "than naive top-k packing (seed 000, Table 5, B = 160: answer-in-context 0.640 vs 0.590; gold coverage",
         "0.779 vs 0.685).",
         "",
-        f"Setting: HotpotQA distractor sample, every packer choosing from the whole 10-paragraph pool, "
-        f"{len(n_q)} seeds ({', '.join(str(s) for s in n_q.index)}) each drawing {int(n_q.iloc[0])} of the 100 "
-        "questions; selection columns need no reader. Means pooled over seeds with 95% intervals from a bootstrap "
-        "that resamples questions. "
+        f"Setting: {', '.join(sorted(rows['dataset'].astype(str).unique()))}, every packer choosing from the whole "
+        f"pool, {len(n_q)} seeds ({', '.join(str(s) for s in n_q.index)}) of {int(n_q.iloc[0])} questions each "
+        f"({rows['qkey'].nunique()} distinct); selection columns need no reader. Means pooled over seeds with 95% "
+        "intervals from a bootstrap that resamples questions. "
         + (
             f"F1: {read['reader'].iloc[0]} (llama.cpp) reading the same packers' contexts on "
             f"{read['qkey'].nunique()} questions of seed {int(read['seed'].iloc[0])}."
@@ -94,48 +97,87 @@ def packing_section(settings: Settings) -> Section:
             records.append(record)
     section.table(pd.DataFrame(records))
 
-    contrasts = []
-    for budget in sorted(rows["budget"].unique()):
-        at_budget = rows[rows["budget"] == budget]
-        record = {"B": int(budget)}
-        for metric in (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER):
-            result = _contrast(at_budget, "packer", "submod", "packed", metric, settings)
-            record[f"Δ {PACKING_HEADINGS[metric]}"] = _diff(result)
-            record[f"_{metric}"] = result
-        if read is not None:
-            scored = read[read["budget"] == budget]
-            if {"submod", "packed"} <= set(scored["packer"]):
-                result = _contrast(scored, "packer", "submod", "packed", F1, settings)
-                record["Δ F1"] = _diff(result)
-        contrasts.append(record)
-    shown = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in contrasts])
+    contrasts = _packing_contrasts(rows, read, settings, main=True)
+    others = _load(settings, PACKING_DATASETS)
+    if others is not None:
+        for _, one_dataset in others.groupby(others["dataset"].astype(str), sort=True):
+            contrasts += _packing_contrasts(one_dataset, None, settings, main=False)
     section.add(
-        "Submodular − naive, paired on (question, seed) and pooled like the means above; intervals resample questions:"
+        "Submodular − naive, paired on (question, seed) and pooled like the means above; intervals resample "
+        "questions. n counts questions, SD is that of the per-question differences, and MDE is the smallest true "
+        "difference a paired t-test over them detects at α = 0.05 with 80% power; an interval that includes zero "
+        "refutes the paper only where the MDE is below the paper's effect"
+        + ("" if others is not None else f" (other datasets: `{PACKING_DATASETS.command}`)")
+        + ":"
     )
-    section.table(shown)
-    at_160 = next((r for r in contrasts if r["B"] == 160), contrasts[len(contrasts) // 2])
-    aic, cov = at_160[f"_{ANSWER_IN_CONTEXT}"], at_160[f"_{GOLD_DOC_COVERAGE}"]
+    section.table(pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in contrasts]))
+    main = [r for r in contrasts if r["_main"]]
+    budgets = sorted({r["B"] for r in main})
+    budget = 160 if 160 in budgets else budgets[len(budgets) // 2]
+    aic = next(r["_result"] for r in main if r["B"] == budget and r["_metric"] == ANSWER_IN_CONTEXT)
+    cov = next(r["_result"] for r in main if r["B"] == budget and r["_metric"] == GOLD_DOC_COVERAGE)
+    aic_paper, cov_paper = _paper_gap(ANSWER_IN_CONTEXT), _paper_gap(GOLD_DOC_COVERAGE)
     section.add(
-        f"**Verdict (B = {at_160['B']}): answer-in-context {verdict(aic['ci_low'], aic['ci_high'])}** "
-        f"(submod − naive {_diff(aic)}, paper {_paper_gap(ANSWER_IN_CONTEXT):+.3f}); **gold coverage "
-        f"{verdict(cov['ci_low'], cov['ci_high'])}** (submod − naive {_diff(cov)}, paper "
-        f"{_paper_gap(GOLD_DOC_COVERAGE):+.3f}). Counting each question once instead of once per seed that drew "
+        f"**Verdict (B = {budget}): answer-in-context {_verdict(aic, paper=aic_paper)}** "
+        f"(submod − naive {_diff(aic)}, paper {aic_paper:+.3f}; {_power(aic)}); **gold coverage "
+        f"{_verdict(cov, paper=cov_paper)}** (submod − naive {_diff(cov)}, paper "
+        f"{cov_paper:+.3f}; {_power(cov)}). Counting each question once instead of once per seed that drew "
         f"it, the answer-in-context difference is {aic['unique_diff']:+.3f}.",
     )
-    section.claim(
-        f"seed 000: submod > naive on answer-in-context (B = {at_160['B']})",
-        verdict(aic["ci_low"], aic["ci_high"]),
-        f"{_diff(aic)} vs paper {_paper_gap(ANSWER_IN_CONTEXT):+.3f}",
-    )
-    section.claim(
-        f"seed 000: submod > naive on gold coverage (B = {at_160['B']})",
-        verdict(cov["ci_low"], cov["ci_high"]),
-        f"{_diff(cov)} vs paper {_paper_gap(GOLD_DOC_COVERAGE):+.3f}",
-    )
-    section.add("", *_packing_diagnosis(rows[rows["budget"] == at_160["B"]], at_160["B"]))
+    for result, metric, paper in ((aic, "answer-in-context", aic_paper), (cov, "gold coverage", cov_paper)):
+        section.claim(
+            f"seed 000: submod > naive on {metric} (B = {budget})",
+            _verdict(result, paper=paper),
+            f"{_diff(result)} vs paper {paper:+.3f}; {_power(result)}",
+        )
+    for record in contrasts:
+        if not record["_main"] and record["B"] == budget and record["_metric"] == ANSWER_IN_CONTEXT:
+            result = record["_result"]
+            section.claim(
+                f"seed 000: submod > naive on answer-in-context (B = {budget}, {record['dataset']})",
+                _verdict(result, paper=aic_paper),
+                f"{_diff(result)} vs paper {aic_paper:+.3f}; {_power(result)}",
+            )
+    section.add("", *_packing_diagnosis(rows[rows["budget"] == budget], budget))
     figure = _packing_figure(rows, read, settings)
     section.add("", f"![answer-in-context and F1 by budget]({settings.relative(figure)})")
     return section
+
+
+CONTRAST_METRICS = (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER)
+
+
+def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: Settings, main: bool) -> list[dict]:
+    """Submod − naive per budget and metric (F1 from the reader runs when there are any), with each contrast's
+    n, SD and MDE beside the paper's effect (Table 5 gives it for answer-in-context and gold coverage)."""
+    records = []
+    dataset = ", ".join(sorted(rows["dataset"].astype(str).unique()))
+    for budget in sorted(rows["budget"].unique()):
+        cells = [(metric, rows[rows["budget"] == budget]) for metric in CONTRAST_METRICS]
+        if read is not None and {"submod", "packed"} <= set(read[read["budget"] == budget]["packer"]):
+            cells.append((F1, read[read["budget"] == budget]))
+        for metric, frame in cells:
+            if not {"submod", "packed"} <= set(frame["packer"]):
+                continue
+            result = _contrast(frame, "packer", "submod", "packed", metric, settings)
+            paper = _paper_gap(metric) if metric in (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE) else math.nan
+            records.append(
+                {
+                    "dataset": dataset,
+                    "B": int(budget),
+                    "metric": "F1" if metric == F1 else PACKING_HEADINGS[metric],
+                    "Δ [CI]": _diff(result),
+                    "n": result["n_questions"],
+                    "SD": f"{result['sd']:.3f}",
+                    "MDE": f"{result['mde']:.3f}",
+                    "paper Δ": f"{paper:+.3f}" if math.isfinite(paper) else "–",
+                    "verdict": _verdict(result, paper=paper),
+                    "_metric": metric,
+                    "_result": result,
+                    "_main": main,
+                }
+            )
+    return records
 
 
 def _packing_diagnosis(rows: pd.DataFrame, budget: int) -> list[str]:
@@ -244,8 +286,10 @@ def ablation_section(settings: Settings) -> Section:
             result = _contrast(rows, "setting", setting, baseline, ANSWER_IN_CONTEXT, settings)
             results[setting] = result
             record["Δ AiC vs naive [CI] (won/lost)"] = f"{_diff(result)} ({result['won']}/{result['lost']})"
+            record["n / MDE"] = f"{result['n_questions']} / {result['mde']:.3f}"
         else:
             record["Δ AiC vs naive [CI] (won/lost)"] = "—"
+            record["n / MDE"] = "—"
         if len(default) and setting != "submod" and not setting.startswith("packed"):
             changed = default[["qkey", "context"]].merge(cell[["qkey", "context"]], on="qkey")
             record["contexts changed vs default"] = int((changed["context_x"] != changed["context_y"]).sum())
