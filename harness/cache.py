@@ -21,6 +21,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from harness.cache_fs import journal_mode
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -89,7 +91,8 @@ class KeyValueStore:
         self._conn = conn
         # The file this connection holds: a recovery moves it aside only if nobody replaced it already.
         self._identity = self._file_identity()
-        conn.execute("PRAGMA journal_mode=WAL")
+        # WAL on a local disk; a network filesystem gets the rollback journal, or an error (harness.cache_fs).
+        conn.execute(f"PRAGMA journal_mode={journal_mode(self.path.parent)}")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
         conn.commit()

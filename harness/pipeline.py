@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
+from harness import cache_fs
 from harness.cache import stable_hash
 from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.metrics import context_diagnostics, exact_match, f1_score
@@ -455,6 +456,7 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
     validate(cfg)  # before any model loads
+    cache_fs.set_policy(str(cfg.get("cache", {}).get("network_fs", "fallback")))
     output_dir = Path(output_dir)
     ensure_writable(output_dir)
     clean_temporaries(output_dir)
