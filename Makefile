@@ -11,7 +11,8 @@ QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-export WANDB_MODE ?= offline
+# W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
+# transformers prints a line on import whenever WANDB_MODE=offline is set.
 
 .PHONY: setup models models-1.5b run lint test test-fast bench clean-cache help
 

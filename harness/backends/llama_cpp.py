@@ -190,7 +190,7 @@ class LlamaCppGenerator:
                 0  # a CPU wheel has no other device; keep a GPU build on CPU too for identical answers
             )
             params.verbosity = -1  # the server otherwise logs every request to stderr
-            log.info("starting llama.cpp on %s (%s)", self.gguf, s)
+            log.debug("starting llama.cpp on %s (%s)", self.gguf, s)
             self._server = xllamacpp.Server(params)
         return self._server
 

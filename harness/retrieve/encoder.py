@@ -60,7 +60,7 @@ class Encoder:
             from sentence_transformers import SentenceTransformer
 
             path = resolve_model_path(self.model_name, self.models_dir)
-            log.info("loading encoder %s from %s", self.model_name, path)
+            log.debug("loading encoder %s from %s", self.model_name, path)
             self._model = SentenceTransformer(path, device=self.device, truncate_dim=self.truncate_dim)
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
