@@ -342,7 +342,7 @@ def test_each_key_follows_the_code_it_depends_on(tmp_path):
     after_retrieval = edit("retrieve/dense.py")
     # Answers depend on generation code only; trees embed leaves through the retriever's document view.
     assert changed(after_sinks, after_retrieval) == {"pools", "tree", "run"}
-    after_generation = edit("read/loading.py")  # model loading, shared by the reader and the local LM
+    after_generation = edit("backends/loading.py")  # model loading, shared by the reader and the local LM
     assert changed(after_retrieval, after_generation) == {"response", "lm", "tree", "run"}
     after_packer = edit("pack/submod.py")
     assert changed(after_generation, after_packer) == {"run"}
