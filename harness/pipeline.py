@@ -216,7 +216,7 @@ class Pipeline:
             store.save(key, pools, retrieval)
             return pools, retrieval
 
-        # The same pools are read once per process (the key names the cache folder too: shared_pools is
+        # The same pools are read once per process (the key names the cache folder too: the memo is
         # process-wide); cache.force recomputes them.
         self.pools_key = stable_hash(key, str(store.path(key)))
         return load_or_compute() if force else shared_result("pools", self.pools_key, load_or_compute)
