@@ -208,7 +208,7 @@ class Pipeline:
             if not force:
                 cached = store.load(key)
                 if cached is not None:
-                    log.debug("pools: reusing %s", store.path(key))
+                    log.info("pools: reusing %s", store.path(key))
                     return cached
             pools, retrieval = compute_pools(
                 examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed

@@ -26,7 +26,8 @@ def with_tiny_reader(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """``overrides`` plus ``TINY_READER`` when they choose no reader themselves."""
     overrides = list(overrides)
     names_a_reader = any(o.lstrip("+~").startswith(("reader=", "reader@")) for o in overrides)
-    return overrides if names_a_reader else [TINY_READER, *overrides]
+    # Appended: a group choice applies before any key override whatever its place, and "-m" must stay first.
+    return overrides if names_a_reader else [*overrides, TINY_READER]
 
 
 def compose_cfg(
