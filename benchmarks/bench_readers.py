@@ -62,7 +62,8 @@ def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1, t
         "show_progress": False,
     }
     if backend == "llama_cpp":
-        return Reader(**common, llama_cpp={"n_parallel": slots, "n_threads": threads, "n_ctx": 2048})
+        settings = {"n_parallel": slots, "n_threads": threads, "n_ctx": 2048, "cache_prompt": args.cache_prompt}
+        return Reader(**common, llama_cpp=settings)
     return Reader(
         **common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype, torch_threads=threads
     )
@@ -114,6 +115,11 @@ def main() -> None:
         default=[1, available_cpus()],
         help="compute threads for either backend, each a row (default: 1 and every CPU available)",
     )
+    parser.add_argument(
+        "--cache-prompt",
+        action="store_true",
+        help="llama.cpp reuses the KV cache of the prefix a prompt shares with the slot's last one",
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--dtype", default="float32", help="transformers backend dtype")
@@ -129,6 +135,7 @@ def main() -> None:
     print(
         f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
         f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, threads {args.threads}, "
+        f"llama.cpp prefix reuse {'on' if args.cache_prompt else 'off'}, "
         f"transformers in {args.dtype}"
     )
 
