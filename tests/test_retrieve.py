@@ -41,6 +41,18 @@ def test_encoder_cache_computes_each_text_once_across_instances(tmp_path):
     assert second.calls == 0 and second._model is None  # answered from disk, model never loaded
 
 
+def test_encoder_memory_that_fills_up_still_answers_every_text(tmp_path, monkeypatch):
+    from harness.retrieve import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "MEMORY_ENTRIES", 2)
+    encoder = Encoder(cache_dir=str(tmp_path))
+    first = encoder.encode(["alpha beta", "gamma"])
+    # "alpha beta" is remembered; "delta" fills the memory past its bound, which is cleared mid-call.
+    again = encoder.encode(["alpha beta", "delta"])
+    np.testing.assert_array_equal(again[0], first[0])
+    assert again.shape == (2, 384) and len(encoder._memory) <= 2
+
+
 def test_distractor_pools_rank_own_documents(hash_encoder):
     pools = DenseRetriever(hash_encoder, setting="distractor").retrieve(examples())
     for pool in pools:

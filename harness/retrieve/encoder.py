@@ -86,14 +86,15 @@ class Encoder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         memory = self._memory
         unseen = [t for t in dict.fromkeys(texts) if t not in memory]
-        if unseen:
-            vectors = self._encode_stored(unseen)
-            if len(memory) + len(unseen) > MEMORY_ENTRIES:
-                memory.clear()
-            memory.update(zip(unseen, vectors, strict=True))
-            fresh = dict(zip(unseen, vectors, strict=True))
-            return np.stack([fresh[t] if t in fresh else memory[t] for t in texts])
-        return np.stack([memory[t] for t in texts])
+        if not unseen:
+            return np.stack([memory[t] for t in texts])
+        fresh = dict(zip(unseen, self._encode_stored(unseen), strict=True))
+        # Stacked before the memo is remembered into: a full memo is cleared, and with it texts of this call.
+        out = np.stack([fresh[t] if t in fresh else memory[t] for t in texts])
+        if len(memory) + len(fresh) > MEMORY_ENTRIES:
+            memory.clear()
+        memory.update(fresh)
+        return out
 
     def _encode_stored(self, texts: list[str]) -> np.ndarray:
         """Distinct ``texts`` through the on-disk cache, the misses through the model."""
