@@ -62,8 +62,9 @@ class Prepared:
     figures: dict[str, Any]
 
 
-def flatten_config(cfg: DictConfig) -> dict[str, Any]:
-    """Dotted config keys -> scalar values (lists as JSON), for one-row-per-question tables."""
+def flatten_config(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    """Dotted config keys -> scalar values (lists as JSON), for one-row-per-question tables; ``cfg`` a config or
+    its resolved container."""
     flat: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -75,7 +76,7 @@ def flatten_config(cfg: DictConfig) -> dict[str, Any]:
         else:
             flat[prefix[:-1]] = node
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    walk(OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg, "")
     return flat
 
 
@@ -481,7 +482,7 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     if done:
         log.info("resuming: %d of %d questions already have rows", len(done), len(prepared))
     todo = [p for p in prepared if p.pool.example.question_id not in done]
-    config_columns = {f"cfg.{k}": v for k, v in flatten_config(cfg).items()}
+    config_columns = {f"cfg.{k}": v for k, v in flatten_config(pipeline.resolved).items()}
     chunk = max(1, int(cfg.get("read_chunk", 64)))
     reading = bool(cfg.get("read", True))
     for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):

@@ -19,8 +19,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
-
 from harness.cache import stable_hash
 
 T = TypeVar("T")
@@ -31,17 +29,10 @@ _instances: dict[str, tuple[str, Any]] = {}
 _results: dict[str, OrderedDict[str, Any]] = {}
 
 
-def config_identity(node: Any) -> str:
-    """The resolved config a stage is built from, as a key (paths included: another cache folder is
-    another object)."""
-    container = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-    return stable_hash(container)
-
-
 def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
-    """The object ``build`` makes from ``node`` (a config node or its resolved container): the one built for
-    the previous job when ``node`` resolves to the same config, else a new one that replaces it."""
-    key = config_identity(node)
+    """The object ``build`` makes from ``node``, a resolved config (paths included: another cache folder is
+    another object): the one built for the previous job from an equal config, else a new one that replaces it."""
+    key = stable_hash(node)
     held = _instances.get(group)
     if held is not None and held[0] == key:
         return held[1]

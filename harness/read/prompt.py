@@ -71,7 +71,7 @@ def add_special_tokens_for(template: PromptTemplate, tokenizer) -> bool:
 
 def count_prompt_tokens(tokenizer, prompt: str, add_special_tokens: bool = False) -> int:
     """Tokens the model reads for a rendered prompt (chat prompts: ``add_special_tokens=False``)."""
-    return len(tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"])
+    return count_prompt_tokens_many(tokenizer, [prompt], add_special_tokens)[0]
 
 
 def count_prompt_tokens_many(tokenizer, prompts: Sequence[str], add_special_tokens: bool = False) -> list[int]:

@@ -23,17 +23,8 @@ class TokenCounter:
         self.name = name or getattr(tokenizer, "name_or_path", "tokenizer")
         self._counts: dict[str, int] = {}
 
-    def _remember(self, texts: list[str], counts: list[int]) -> None:
-        if len(self._counts) + len(texts) > COUNT_MEMO_SIZE:
-            self._counts.clear()  # rare; a bounded memo must not grow with every sweep job
-        self._counts.update(zip(texts, counts, strict=True))
-
     def count(self, text: str) -> int:
-        found = self._counts.get(text)
-        if found is None:
-            found = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            self._remember([text], [found])
-        return found
+        return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Counts of ``texts``; the ones not seen before are encoded in one batch call (a fast tokenizer
@@ -46,7 +37,9 @@ class TokenCounter:
         encoded = self.tokenizer(missing, add_special_tokens=False)["input_ids"]
         fresh = {t: len(row) for t, row in zip(missing, encoded, strict=True)}
         out = [fresh[t] if t in fresh else counts[t] for t in texts]
-        self._remember(missing, list(fresh.values()))
+        if len(counts) + len(fresh) > COUNT_MEMO_SIZE:
+            counts.clear()  # rare; a bounded memo must not grow with every sweep job
+        counts.update(fresh)
         return out
 
     def truncate(self, text: str, max_tokens: int) -> str:
