@@ -156,6 +156,12 @@ def _power(result: dict) -> str:
     return f"n = {result['n_questions']}, SD {result['sd']:.3f}, MDE {result['mde']:.3f}"
 
 
+def _evidence(result: dict, paper: float = math.nan) -> str:
+    """A contrast's interval, the paper's effect when there is one, and its power: the verdict table's evidence."""
+    against = f" vs paper {paper:+.3f}" if math.isfinite(paper) else ""
+    return f"{_diff(result)}{against}; {_power(result)}"
+
+
 def _verdict(result: dict, direction: int = 1, paper: float = math.nan) -> str:
     return verdict(result["ci_low"], result["ci_high"], direction, mde=result["mde"], paper=paper)
 

@@ -24,6 +24,7 @@ from harness.report.replication.common import (
     Settings,
     _contrast,
     _diff,
+    _evidence,
     _load,
     _missing,
     _ordered_packers,
@@ -157,9 +158,7 @@ def ladder_section(settings: Settings) -> Section:
             ),
         )
         for r in top:
-            section.claim(
-                f"seed 000: {r['contrast']} > 0 on F1 ({r['reader']})", _verdict(r), f"{_diff(r)}; {_power(r)}"
-            )
+            section.claim(f"seed 000: {r['contrast']} > 0 on F1 ({r['reader']})", _verdict(r), _evidence(r))
     figure = _ladder_figure(contrasts, readers, settings)
     section.add("", f"![submod contrasts by reader]({settings.relative(figure)})")
     return section
