@@ -20,6 +20,10 @@ from typing import Any
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 
 _DECODER = json.JSONDecoder()
+# A wrapper object ({"data": [...], "version": ...}) holds the records beside at most a couple of metadata keys;
+# every record layout the loaders read carries more fields than this, so an object this small with a list of
+# objects inside is taken for a wrapper, not a record.
+WRAPPER_MAX_KEYS = 3
 _WHITESPACE = " \t\n\r"
 
 
@@ -91,7 +95,7 @@ def _refuse_single_object(path: Path, text: str) -> None:
     if not isinstance(whole, dict):
         return
     wrapped = [key for key, value in whole.items() if isinstance(value, list) and value and isinstance(value[0], dict)]
-    if wrapped and len(whole) <= 3:
+    if wrapped and len(whole) <= WRAPPER_MAX_KEYS:
         key = wrapped[0]
         raise DatasetFormatError(
             path,
