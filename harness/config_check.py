@@ -17,7 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.cache_fs import POLICIES
+from harness.cache.network_fs import POLICIES
+from harness.cache.postgres import is_url
 from harness.metrics.longform import DATASET_SCORERS
 
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
@@ -89,6 +90,7 @@ RULES = [
     Rule("reader.max_new_tokens", _int_at_least(1), "an integer >= 1"),
     Rule("cache.force", lambda v: isinstance(v, bool), "true or false"),
     Rule("cache.network_fs", lambda v: v in POLICIES, f"one of {', '.join(POLICIES)}"),
+    Rule("cache.url", is_url, "a postgresql:// URL, or null for SQLite files under paths.cache_dir", nullable=True),
 ]
 
 

@@ -49,9 +49,13 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "rerank": ("harness.retrieve.rerank",),
     "compress": ("harness.pack.llmlingua",),
 }
+# How cache entries are stored (SQLite or PostgreSQL, seals, copying) never changes what they hold; a change
+# to their keys (stable_hash) changes the keys themselves. Left out of every fingerprint, so a storage fix
+# does not recompute every cache.
+STORAGE = "harness.cache"
 # The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B) and the
 # command line do not change a run's rows.
-RUN_EXCLUDED = ("harness.report", "harness.runlog", "harness.stats", "harness.cli", "harness.__main__")
+RUN_EXCLUDED = ("harness.report", "harness.runlog", "harness.stats", "harness.cli", "harness.__main__", STORAGE)
 
 # Top-level keys that say where and how a run executes, never what it computes.
 RUNTIME_TOP_KEYS = frozenset({"logger", "paths", "hydra", "read_chunk", "cache", "progress"})
@@ -134,6 +138,8 @@ def _closure(roots: Iterable[str]) -> list[Path]:
     while todo:
         path = todo.pop()
         for name in _imports(path):
+            if name == STORAGE or name.startswith(STORAGE + "."):
+                continue
             dep = _module_file(name)
             if dep is not None and dep not in files:
                 files.add(dep)

@@ -21,8 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
-from harness import cache_fs
+from harness import cache
 from harness.cache import stable_hash
+from harness.cache.postgres import redacted
 from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.diversity import selection_metrics
@@ -209,7 +210,7 @@ class Pipeline:
             if not force:
                 cached = store.load(key)
                 if cached is not None:
-                    log.info("pools: reusing %s", store.path(key))
+                    log.info("pools: reusing %s", store.where(key))
                     return cached
             pools, retrieval = compute_pools(
                 examples, self.retriever, self.reranker, self.perturbation, self.encoder, cfg.k, cfg.seed, self._timed
@@ -219,7 +220,7 @@ class Pipeline:
 
         # The same pools are read once per process (the key names the cache folder too: the memo is
         # process-wide); cache.force recomputes them.
-        self.pools_key = stable_hash(key, str(store.path(key)))
+        self.pools_key = stable_hash(key, store.where(key))
         return load_or_compute() if force else shared_result("pools", self.pools_key, load_or_compute)
 
     def select(self, pools: list[Pool]) -> list[Selection]:
@@ -457,7 +458,8 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
     validate(cfg)  # before any model loads
-    cache_fs.set_policy(str(cfg.get("cache", {}).get("network_fs", "fallback")))
+    cache_cfg = cfg.get("cache", {})
+    cache.configure(cache_cfg.get("url"), cfg.paths.cache_dir, str(cache_cfg.get("network_fs", "fallback")))
     output_dir = Path(output_dir)
     ensure_writable(output_dir)
     clean_temporaries(output_dir)
@@ -483,6 +485,8 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         log.info("resuming: %d of %d questions already have rows", len(done), len(prepared))
     todo = [p for p in prepared if p.pool.example.question_id not in done]
     config_columns = {f"cfg.{k}": v for k, v in flatten_config(pipeline.resolved).items()}
+    if config_columns.get("cfg.cache.url"):  # rows travel (W&B, shared folders): never with a password
+        config_columns["cfg.cache.url"] = redacted(config_columns["cfg.cache.url"])
     chunk = max(1, int(cfg.get("read_chunk", 64)))
     reading = bool(cfg.get("read", True))
     for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):

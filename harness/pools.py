@@ -1,18 +1,20 @@
 """The pool stage (retrieve -> rerank -> retrieval metrics -> perturb) and its data-only disk cache.
 
-A cached entry is ``pools/<key>.npz`` under the cache folder, read with ``allow_pickle=False``: three
-float32/int64 arrays (candidate embeddings of all pools stacked, per-pool offsets, query embeddings)
-and one JSON document (examples, shared document collections, candidates, retrieval metrics). Nothing
+A cached entry is ``pools/<key>.npz`` under the cache folder (or that npz in the cache database), read with
+``allow_pickle=False``: three float32/int64 arrays (candidate embeddings of all pools stacked, per-pool
+offsets, query embeddings) and one JSON document (its key, examples, shared document collections, candidates,
+retrieval metrics). Nothing
 in it can run code when loaded, so a cache folder shared with others is safe to read.
 
 The key (``pool_key``) covers the content of every loaded Example, the retriever, reranker,
 perturbation, k and seed config (runtime keys removed), and the code fingerprint of this stage: never
-paths or question ids alone. An entry that fails to load or validate is logged with its path, moved aside as
-``<name>.corrupt-<timestamp>`` and recomputed.
+paths or question ids alone. An entry that fails to load or validate, or names another key, is logged with its
+path, moved aside as ``<name>.corrupt-<timestamp>`` and recomputed.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -26,14 +28,16 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from harness.cache import quarantine, stable_hash
+from harness.cache import CacheAccessError, CheckedStore, quarantine, stable_hash
+from harness.cache.stores import configured_url
 from harness.fingerprint import code_fingerprint, example_digests, identity_config
 from harness.metrics.retrieval import retrieval_metrics
 from harness.types import Candidate, Document, Example, Pool
 
 log = logging.getLogger(__name__)
 
-FORMAT = "harness-pools/1"
+# /2: the entry records the key it was written under.
+FORMAT = "harness-pools/2"
 POOL_CONFIG_KEYS = ("retriever", "reranker", "perturb", "k", "seed")
 
 
@@ -110,7 +114,7 @@ def _record(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
 # ---- serialisation ----------------------------------------------------------------------------------
 
 
-def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[str, np.ndarray]:
+def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict], key: str = "") -> dict[str, np.ndarray]:
     """The arrays of one cache entry (see the module docstring); TypeError for a value JSON cannot hold."""
     collections: dict[int, int] = {}
     documents: list[list[dict]] = []
@@ -126,6 +130,7 @@ def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[st
     meta = _encode(
         {
             "format": FORMAT,
+            "key": key,
             "collections": documents,
             "examples": examples,
             "candidates": candidates,
@@ -152,11 +157,16 @@ def pools_to_arrays(pools: Sequence[Pool], retrieval: Sequence[dict]) -> dict[st
     }
 
 
-def pools_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Pool], list[dict]]:
-    """Inverse of ``pools_to_arrays``; ValueError when the entry is inconsistent."""
+def pools_from_arrays(arrays: dict[str, np.ndarray], key: str | None = None) -> tuple[list[Pool], list[dict]]:
+    """Inverse of ``pools_to_arrays``; ValueError when the entry is inconsistent or (``key`` given) was
+    written under another key."""
     meta = _decode(json.loads(arrays["meta"].tobytes().decode("utf-8")))
     if meta.get("format") != FORMAT:
         raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+    if key is not None and meta.get("key") != key:
+        raise ValueError(
+            f"the entry was written for key {meta.get('key')!r}, not this one (copied from another cache?)"
+        )
     offsets, embeddings, queries = arrays["offsets"], arrays["embeddings"], arrays["queries"]
     n = len(meta["examples"])
     if not (
@@ -179,51 +189,99 @@ def pools_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Pool], list[d
 
 
 class PoolCache:
-    """``<cache_dir>/pools/<key>.npz`` entries: written atomically, loaded without pickle."""
+    """Pool entries: ``<cache_dir>/pools/<key>.npz`` files (written atomically, with the process umask, loaded
+    without pickle), or the ``pools`` store of the cache database when ``cache.url`` is set (the same npz
+    bytes, sealed). Each entry records its key and is refused (moved aside or deleted, recomputed) when that
+    key is not the one it was loaded for: a file copied from another cache under this run's name never
+    passes for this run's pools."""
 
     def __init__(self, cache_dir: str | Path) -> None:
         self.dir = Path(cache_dir) / "pools"
+        self.store = CheckedStore(self.dir, table="pools") if configured_url() else None
 
     def path(self, key: str) -> Path:
         return self.dir / f"{key}.npz"
 
+    def where(self, key: str) -> str:
+        return str(self.path(key)) if self.store is None else f"{self.store.backend.location}, key {key}"
+
     def load(self, key: str) -> tuple[list[Pool], list[dict]] | None:
-        """The entry, or None when there is none or it is damaged (then it is moved aside and logged)."""
-        path = self.path(key)
-        if not path.exists():
+        """The entry, or None when there is none or it is damaged (then it is set aside and logged)."""
+        data = self._read(key)
+        if data is None:
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in ("meta", "offsets", "embeddings", "queries")}
-            return pools_from_arrays(arrays)
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                arrays = {name: npz[name] for name in ("meta", "offsets", "embeddings", "queries")}
+            return pools_from_arrays(arrays, key)
         except Exception as exc:  # noqa: BLE001 - any damage means the same: never use it, recompute
-            moved = quarantine(path)
+            if self.store is None:
+                moved = quarantine(self.path(key))
+                aside = f"moved to {moved}"
+            else:
+                self.store.backend.discard(self.store.get_many([key]))
+                aside = "deleted"
             log.warning(
-                "pool cache entry %s is unreadable (%s: %s); moved to %s and recomputing",
-                path,
+                "pool cache entry %s is unusable (%s: %s); %s and recomputing",
+                self.where(key),
                 type(exc).__name__,
                 exc,
-                moved,
+                aside,
             )
             return None
 
-    def save(self, key: str, pools: Sequence[Pool], retrieval: Sequence[dict]) -> Path | None:
+    def _read(self, key: str) -> bytes | None:
+        if self.store is not None:
+            return self.store.get_payloads([key], "pool").get(key)
+        path = self.path(key)
         try:
-            arrays = pools_to_arrays(pools, retrieval)
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # unreadable (another user's private file, a folder): not damage, never moved
+            raise CacheAccessError(f"pool cache entry {path}: {exc.strerror or exc}") from exc
+
+    def save(self, key: str, pools: Sequence[Pool], retrieval: Sequence[dict]) -> str | None:
+        try:
+            arrays = pools_to_arrays(pools, retrieval, key)
         except TypeError as exc:
             log.warning("pools not cached: %s", exc)
             return None
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return self.write_entry(key, buffer.getvalue())
+
+    def write_entry(self, key: str, data: bytes) -> str:
+        """Store one entry's npz bytes under ``key`` (also how ``python -m harness.cache copy`` writes pools)."""
+        if self.store is not None:
+            self.store.put_payloads({key: data})
+            return self.where(key)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.path(key)
         # A unique temporary name: jobs on other hosts sharing the folder may write the same key at once.
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.npz", dir=self.dir)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+            # mkstemp makes the file private (0600); a cache shared by several users must be readable by all.
+            os.chmod(tmp, 0o666 & ~current_umask())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return path
+        return str(path)
+
+
+def current_umask() -> int:
+    """The process umask (read without changing it where Linux allows)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

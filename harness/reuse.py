@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from harness.cache import stable_hash
+from harness.cache.stores import configured_url
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ _results: dict[str, OrderedDict[str, Any]] = {}
 def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
     """The object ``build`` makes from ``node``, a resolved config (paths included: another cache folder is
     another object): the one built for the previous job from an equal config, else a new one that replaces it."""
-    key = stable_hash(node)
+    key = stable_hash(node, configured_url())  # a store opened on another cache backend is another object
     held = _instances.get(group)
     if held is not None and held[0] == key:
         return held[1]

@@ -91,3 +91,12 @@ def make_pool(n_docs: int = 6, gold=(0, 1), dim: int = 16, seed: int = 0, senten
 @pytest.fixture
 def hash_encoder():
     return HashEncoder()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL server for the session (tests/helpers/postgres.py)."""
+    from tests.helpers.postgres import postgres_server
+
+    with postgres_server(tmp_path_factory.mktemp("postgres") / "data") as url:
+        yield url

@@ -7,14 +7,16 @@ import dataclasses
 import logging
 import os
 import pickle
+import shutil
 import sqlite3
+import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness import fingerprint
-from harness.cache import ArrayStore, TextStore
+from harness.cache import ArrayStore, CacheAccessError, TextStore
 from harness.data.load import load_dataset
 from harness.perturb.inject import NearDuplicateInjection
 from harness.pools import PoolCache, pool_key, pools_from_arrays, pools_to_arrays
@@ -51,7 +53,7 @@ def test_pools_round_trip_through_the_data_only_file(tmp_path):
     _, pools, retrieval = demo_pools()
     assert any(c.kind == "copy" for p in pools for c in p.candidates)  # the perturbation really ran
     store = PoolCache(tmp_path)
-    path = store.save("k", pools, retrieval)
+    path = Path(store.save("k", pools, retrieval))
     assert path == tmp_path / "pools" / "k.npz" and path.exists()
     loaded, loaded_retrieval = store.load("k")
     assert_same_pools(pools, loaded)
@@ -100,7 +102,7 @@ def test_a_planted_pickle_is_never_loaded(tmp_path, caplog):
 def test_a_damaged_pool_entry_is_logged_moved_aside_and_not_used(tmp_path, caplog, damage):
     _, pools, retrieval = demo_pools()
     store = PoolCache(tmp_path)
-    path = store.save("k", pools, retrieval)
+    path = Path(store.save("k", pools, retrieval))
     if damage == "truncated":
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])
@@ -114,6 +116,48 @@ def test_a_damaged_pool_entry_is_logged_moved_aside_and_not_used(tmp_path, caplo
         assert store.load("k") is None
     assert str(path) in caplog.text
     assert not path.exists() and len(list(store.dir.glob("k.npz.corrupt-*"))) == 1
+
+
+def test_an_entry_written_under_another_key_is_refused(tmp_path, caplog):
+    _, pools, retrieval = demo_pools()
+    store = PoolCache(tmp_path)
+    other = Path(store.save("other-key", pools, retrieval))
+    shutil.copyfile(other, store.path("k"))  # the same bytes under this key's name
+    with caplog.at_level(logging.WARNING):
+        assert store.load("k") is None
+    assert "written for key 'other-key'" in caplog.text and str(store.path("k")) in caplog.text
+    assert not store.path("k").exists() and store.load("other-key") is not None
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_pool_files_follow_the_process_umask(tmp_path, umask):
+    _, pools, retrieval = demo_pools()
+    old = os.umask(umask)
+    try:
+        path = Path(PoolCache(tmp_path).save("k", pools, retrieval))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+
+
+def test_an_unreadable_pool_entry_is_an_access_error_and_stays_in_place(tmp_path):
+    store = PoolCache(tmp_path)
+    store.path("k").mkdir(parents=True)  # not a file we can read (root reads any mode, so no chmod here)
+    with pytest.raises(CacheAccessError, match=r"pool cache entry .*k\.npz"):
+        store.load("k")
+    assert store.path("k").is_dir() and not list(store.dir.glob("*.corrupt-*"))
+
+
+def test_a_value_stored_under_another_key_fails_its_check(tmp_path, caplog):
+    texts = TextStore(tmp_path / "t.sqlite", table="t")
+    texts.put_texts({"a": {"answer": "Paris"}, "b": {"answer": "Rome"}})
+    texts.put_many({"b": texts.get_many(["a"])["a"]})  # a's sealed value planted under b
+    with caplog.at_level(logging.WARNING):
+        assert texts.get_texts(["a", "b"]) == {"a": {"answer": "Paris"}}
+    assert "stored under another key" in caplog.text
+    assert len(texts) == 1  # the planted value is deleted, so the recomputed one can take its place
+    texts.put_texts({"b": {"answer": "Rome"}})
+    assert texts.get_texts(["b"]) == {"b": {"answer": "Rome"}}
 
 
 # ---- keys -------------------------------------------------------------------------------------------
@@ -196,7 +240,6 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
         "data/demo/demo_multihop.json",
         "metrics/retrieval.py",
         "types.py",
-        "cache.py",
     } <= rel["pools"]
     assert {"tree/raptor.py", "lm/base.py"} <= rel["tree"]
     # Loaders, trees and the reader split, chunk and count text through harness/text.
@@ -204,7 +247,8 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     assert {"text/sentences.py", "text/tokens.py"} <= rel["tree"] and "text/tokens.py" in rel["read"]
     assert "read/reader.py" in rel["read"] and not any(p.startswith(("retrieve/", "pack/")) for p in rel["read"])
     for stage in ("pools", "tree", "read", "run"):
-        assert not any(p.startswith(("report/", "runlog/", "stats/")) for p in rel[stage]), stage
+        # Analysis, sinks and cache storage (SQLite or PostgreSQL) never change what a stage computes.
+        assert not any(p.startswith(("report/", "runlog/", "stats/", "cache/")) for p in rel[stage]), stage
     assert {"pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
     assert "cli.py" not in rel["run"]
 

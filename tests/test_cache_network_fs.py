@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from harness import cache_fs
 from harness.cache import TextStore
+from harness.cache import network_fs as cache_fs
 from harness.config_check import problems
 from tests.conftest import compose_cfg
 
@@ -64,7 +64,7 @@ def test_local_disk_keeps_wal(tmp_path):
 
 def test_network_filesystem_falls_back_to_the_rollback_journal_with_one_warning(tmp_path, monkeypatch, caplog):
     _fake_network(monkeypatch, tmp_path)
-    with caplog.at_level(logging.WARNING, logger="harness.cache_fs"):
+    with caplog.at_level(logging.WARNING, logger="harness.cache.network_fs"):
         store = TextStore(tmp_path / "responses.sqlite")
         store.put_texts({"k": {"raw": "x"}})
         TextStore(tmp_path / "other.sqlite")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY_READER
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,8 @@ def pool_files(cache: Path) -> list[Path]:
 def rows(run_dir: Path) -> pd.DataFrame:
     frame = pd.read_parquet(run_dir / "rows.parquet")
     # Where the cache lives is recorded in the row's config columns, and it is all that may differ.
-    return frame.drop(columns=[c for c in frame.columns if c.startswith("cfg.paths.") or c.endswith("cache_dir")])
+    where = [c for c in frame.columns if c.startswith("cfg.paths.") or c.endswith("cache_dir") or c == "cfg.cache.url"]
+    return frame.drop(columns=where)
 
 
 def counters(run_dir: Path) -> dict:
@@ -181,6 +182,23 @@ def test_planted_pickles_never_run_and_damaged_caches_are_recomputed(tmp_path, s
     pd.testing.assert_frame_equal(rows(tmp_path / "r1"), rows(tmp_path / "r2"))
 
 
+def test_a_pool_file_planted_from_another_cache_is_refused_and_recomputed(tmp_path, source):
+    """Two caches filled at seeds 42 and 13; the seed-13 pool file copied over the seed-42 file's name."""
+    cache42, cache13 = tmp_path / "c42", tmp_path / "c13"
+    run(cache42, tmp_path / "r42", "dataset.sample_size=8", "seed=42", cwd=source)
+    run(cache13, tmp_path / "r13", "dataset.sample_size=8", "seed=13", cwd=source)
+    [entry42], [entry13] = pool_files(cache42), pool_files(cache13)
+    assert entry42.name != entry13.name
+    shutil.copyfile(entry13, entry42)
+
+    out = run(cache42, tmp_path / "again", "dataset.sample_size=8", "seed=42", cwd=source)
+    assert str(entry42) in out and "written for key" in out
+    assert list((cache42 / "pools").glob(f"{entry42.name}.corrupt-*")), "the planted file is moved aside"
+    again = rows(tmp_path / "again")
+    pd.testing.assert_frame_equal(rows(tmp_path / "r42"), again)  # seed 42's questions, recomputed
+    assert set(again["question_id"]) != set(rows(tmp_path / "r13")["question_id"])
+
+
 @pytest.mark.parametrize("read", [False, True], ids=["select-only", "reading"])
 def test_two_runs_sharing_one_cache_at_once_finish_with_identical_rows(tmp_path, source, read):
     cache = tmp_path / "cache"
@@ -205,3 +223,51 @@ def test_two_runs_sharing_one_cache_at_once_finish_with_identical_rows(tmp_path,
     if read:
         assert first["answer"].notna().all()
     assert len(pool_files(cache)) == 1 and not list(cache.rglob("*.corrupt-*"))
+
+
+def cache_command(*args: str, cwd: Path) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cache", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return proc.stdout
+
+
+def test_a_cache_copied_into_postgresql_serves_a_run_on_another_host(tmp_path, source, postgres_url):
+    """Folder -> database -> folder with ``python -m harness.cache copy``; a run on the database (and an
+    empty cache folder, as on another host) computes nothing the first run computed and writes the same rows."""
+    from tests.helpers.postgres import new_database
+
+    url = new_database(postgres_url)
+    first, empty, back = tmp_path / "first", tmp_path / "empty", tmp_path / "back"
+    run(first, tmp_path / "r1", "dataset.sample_size=6", TINY_READER, cwd=source, read=True)
+    assert "copied" in cache_command("copy", str(first), url, "--quiet", cwd=source)
+
+    proc = subprocess.run(
+        command(tmp_path / "r2", "dataset.sample_size=6", TINY_READER, read=True),
+        cwd=source,
+        env={**environment(empty), "HARNESS_CACHE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "pools: reusing cache database" in proc.stdout + proc.stderr
+    assert counters(tmp_path / "r2")["encoder_texts_computed"] == 0
+    assert counters(tmp_path / "r2")["reader_prompts_generated"] == 0
+    assert not list(empty.rglob("*.sqlite")) and not list(empty.rglob("*.npz"))  # nothing went to local files
+    pd.testing.assert_frame_equal(rows(tmp_path / "r1"), rows(tmp_path / "r2"))
+
+    cache_command("copy", url, str(back), "--quiet", cwd=source)
+
+    def listing(folder: Path) -> list[str]:  # "info" lines after the location: store and entry count
+        return cache_command("info", str(folder), cwd=source).splitlines()[1:]
+
+    assert listing(first) and listing(first) == listing(back)
+    assert [p.name for p in pool_files(back)] == [p.name for p in pool_files(first)]

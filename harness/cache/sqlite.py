@@ -1,4 +1,4 @@
-"""Durable on-disk key-value stores for embeddings and reader responses.
+"""The SQLite backend of the cache stores: one table of ``key -> bytes`` in one file.
 
 SQLite in WAL mode: every write is committed before the call returns, so a run killed at any
 moment keeps what it computed, and several sweep jobs can share one cache file. A damaged file (not a
@@ -8,20 +8,17 @@ and the store starts afresh, so what it held is recomputed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-
-from harness.cache_fs import journal_mode
+from harness.cache.errors import CacheAccessError
+from harness.cache.network_fs import journal_mode
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +48,7 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
     return "malformed" in message or "not a database" in message
 
 
-def stable_hash(*parts: object) -> str:
-    """sha256 over the JSON form of ``parts``: the same inputs give the same key on any machine."""
-    payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-class CacheAccessError(OSError):
-    """A cache file that cannot be opened or written (not damage: a permission or path problem)."""
-
-
-class KeyValueStore:
+class SQLiteBackend:
     """A table of ``key -> bytes`` in one SQLite file."""
 
     def __init__(self, path: str | Path, table: str = "kv") -> None:
@@ -183,9 +170,36 @@ class KeyValueStore:
         with self._lock:
             self._guarded(insert)
 
-    def __bool__(self) -> bool:
-        # An empty store is still a store: without this, ``if store:`` would be False until first write.
-        return True
+    def discard(self, items: dict[str, bytes]) -> None:
+        """Delete these entries if they still hold these values (a damaged value, not a concurrent rewrite)."""
+        if not items:
+            return
+
+        def delete() -> None:
+            self._conn.executemany(f"DELETE FROM {self.table} WHERE key = ? AND value = ?", list(items.items()))
+            self._conn.commit()
+
+        with self._lock:
+            self._guarded(delete)
+
+    def batches(self, size: int = 500) -> Iterator[list[tuple[str, bytes]]]:
+        """Every entry, in key order, ``size`` at a time (for copying a cache)."""
+        after = ""
+        while True:
+            with self._lock:
+                rows = self._guarded(
+                    lambda after=after: self._conn.execute(
+                        f"SELECT key, value FROM {self.table} WHERE key > ? ORDER BY key LIMIT ?", (after, size)
+                    ).fetchall()
+                )
+            if not rows:
+                return
+            yield [(k, bytes(v)) for k, v in rows]
+            after = rows[-1][0]
+
+    @property
+    def location(self) -> str:
+        return f"cache file {self.path}"
 
     def __len__(self) -> int:
         with self._lock:
@@ -196,63 +210,3 @@ class KeyValueStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-
-class _CheckedStore(KeyValueStore):
-    """Values carry a 16-byte BLAKE2b digest of their payload, so a damaged value (a flipped byte that
-    SQLite itself does not notice) is detected, logged and recomputed instead of served."""
-
-    _DIGEST = 16
-
-    def _seal(self, payload: bytes) -> bytes:
-        return payload + hashlib.blake2b(payload, digest_size=self._DIGEST).digest()
-
-    def _opened(self, keys: Iterable[str], what: str) -> dict[str, bytes]:
-        found, damaged = {}, []
-        for key, value in self.get_many(keys).items():
-            payload, digest = bytes(value[: -self._DIGEST]), bytes(value[-self._DIGEST :])
-            if len(value) <= self._DIGEST or hashlib.blake2b(payload, digest_size=self._DIGEST).digest() != digest:
-                damaged.append(key)
-            else:
-                found[key] = payload
-        if damaged:
-            log.warning(
-                "cache file %s: %d %s entries fail their checksum (first: %s); recomputing them",
-                self.path,
-                len(damaged),
-                what,
-                damaged[0],
-            )
-        return found
-
-
-class ArrayStore(_CheckedStore):
-    """float32 vectors keyed by hash (the embedding cache)."""
-
-    def get_arrays(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
-        found = {}
-        for key, payload in self._opened(keys, "vector").items():
-            if not payload or len(payload) % 4:
-                log.warning("cache file %s: entry %s is not a float32 vector; recomputing it", self.path, key)
-                continue
-            found[key] = np.frombuffer(payload, dtype=np.float32)
-        return found
-
-    def put_arrays(self, items: dict[str, np.ndarray]) -> None:
-        self.put_many({k: self._seal(np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()})
-
-
-class TextStore(_CheckedStore):
-    """JSON values keyed by hash (the reader-response and LM-call cache)."""
-
-    def get_texts(self, keys: Iterable[str]) -> dict[str, object]:
-        found = {}
-        for key, payload in self._opened(keys, "JSON").items():
-            try:
-                found[key] = json.loads(payload)
-            except ValueError as exc:  # bad JSON or bad UTF-8 under a valid checksum: written damaged
-                log.warning("cache file %s: entry %s is not valid JSON (%s); recomputing it", self.path, key, exc)
-        return found
-
-    def put_texts(self, items: dict[str, object]) -> None:
-        self.put_many({k: self._seal(json.dumps(v, ensure_ascii=False).encode("utf-8")) for k, v in items.items()})

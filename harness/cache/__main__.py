@@ -1,0 +1,50 @@
+"""``python -m harness.cache``: list or copy a cache (a folder of SQLite files or a postgresql:// URL).
+
+python -m harness.cache info .cache/harness
+python -m harness.cache copy .cache/harness postgresql://user@dbhost/harness
+python -m harness.cache copy postgresql://user@dbhost/harness /scratch/cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from harness.cache.copy import copy_cache, describe, entry_batches, stores
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.cache",
+        description="List or copy the harness cache (embeddings, responses, pools, trees, compressions) between "
+        "a cache folder (SQLite files) and a PostgreSQL database (cache.url).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    info = commands.add_parser("info", help="list the stores at a location and how many entries each holds")
+    info.add_argument("location", help="a cache folder or a postgresql:// URL")
+    copy = commands.add_parser("copy", help="copy every store from SRC into DST (entries already in DST are kept)")
+    copy.add_argument("source", metavar="SRC", help="a cache folder or a postgresql:// URL")
+    copy.add_argument("destination", metavar="DST", help="a cache folder or a postgresql:// URL")
+    copy.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    if args.command == "info":
+        print(describe(args.location))
+        for name in stores(args.location):
+            print(f"  {name}\t{sum(len(batch) for batch in entry_batches(args.location, name))} entries")
+        return 0
+    done = copy_cache(args.source, args.destination, progress=not args.quiet)
+    for copied in done:
+        skipped = f" ({copied.skipped} damaged, left behind)" if copied.skipped else ""
+        print(f"{copied.store}\t{copied.entries} entries{skipped}")
+    print(
+        f"copied {sum(c.entries for c in done)} entries in {len(done)} stores from {describe(args.source)} "
+        f"to {describe(args.destination)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The PostgreSQL backend of the cache stores, for a cache shared by many hosts (``cache.url``).
+
+Every store lives in one table, ``harness_cache (store, key, value)``, with ``(store, key)`` unique. A write
+is one transaction of ``INSERT ... ON CONFLICT DO NOTHING`` rows: a writer killed mid-write leaves nothing
+half-written, and writers racing on a key keep the first value (values of one key are computed the same way
+by every writer). A connection error is retried a few times with a short back-off, then reported as a
+``CacheAccessError`` that names the server (password hidden); it never falls back to a local file, which
+would silently split a cache that is meant to be shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from harness.cache.errors import CacheAccessError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TABLE = "harness_cache"
+SCHEMES = ("postgresql", "postgres")
+RETRIES = 3
+CHUNK = 1000
+
+
+def is_url(location: str | os.PathLike | None) -> bool:
+    return isinstance(location, str) and urlsplit(location).scheme in SCHEMES
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresBackend:
+    """One store (``store``) of the shared table in the database at ``url``."""
+
+    def __init__(self, url: str, store: str) -> None:
+        self._open(url, store)
+
+    # Pickling carries only the location: each process (ddp_spawn workers) opens its own connection.
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "store": self.store}
+
+    def __setstate__(self, state: dict) -> None:
+        self._open(state["url"], state["store"])
+
+    def _open(self, url: str, store: str) -> None:
+        self.url, self.store = url, store
+        self._lock = threading.Lock()
+        self._conn = None
+        self._pid = None
+        self._run(lambda conn: None)  # connect now: an unreachable server is an error at start, not mid-run
+
+    @property
+    def location(self) -> str:
+        return f"cache database {redacted(self.url)} (store {self.store})"
+
+    def _connect(self):
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                "(store TEXT NOT NULL, key TEXT NOT NULL, value BYTEA NOT NULL, PRIMARY KEY (store, key))"
+            )
+        except psycopg.errors.UniqueViolation:
+            pass  # another process created the table between the check and the create
+        self._conn, self._pid = conn, os.getpid()
+
+    def _run(self, operation: Callable[[object], T]) -> T:
+        """``operation(connection)`` with the lock held; connection errors are retried, then reported."""
+        import psycopg
+
+        with self._lock:
+            for attempt in range(RETRIES + 1):
+                try:
+                    if self._conn is None or self._pid != os.getpid() or self._conn.closed:
+                        self._connect()  # a forked child never reuses its parent's socket
+                    return operation(self._conn)
+                except psycopg.OperationalError as exc:
+                    self._conn = None
+                    if attempt == RETRIES:
+                        raise CacheAccessError(
+                            f"{self.location}: {str(exc).strip()} (is the server running and reachable? cache.url "
+                            "or HARNESS_CACHE_URL chooses it; unset, the cache is SQLite files under paths.cache_dir)"
+                        ) from exc
+                    log.warning("%s: %s; retrying", self.location, str(exc).strip().splitlines()[0])
+                    time.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(dict.fromkeys(keys))
+
+        def select(conn) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for start in range(0, len(keys), CHUNK):
+                rows = conn.execute(
+                    f"SELECT key, value FROM {TABLE} WHERE store = %s AND key = ANY(%s)",
+                    (self.store, keys[start : start + CHUNK]),
+                ).fetchall()
+                found.update((k, bytes(v)) for k, v in rows)
+            return found
+
+        return self._run(select) if keys else {}
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        if not items:
+            return
+
+        def insert(conn) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {TABLE} (store, key, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(self.store, k, v) for k, v in items.items()],
+                )
+
+        self._run(insert)
+
+    def discard(self, items: dict[str, bytes]) -> None:
+        """Delete these entries if they still hold these values (a damaged value, not a concurrent rewrite)."""
+        if not items:
+            return
+
+        def delete(conn) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    f"DELETE FROM {TABLE} WHERE store = %s AND key = %s AND value = %s",
+                    [(self.store, k, v) for k, v in items.items()],
+                )
+
+        self._run(delete)
+
+    def batches(self, size: int = 500) -> Iterator[list[tuple[str, bytes]]]:
+        """Every entry, in key order, ``size`` at a time (for copying a cache)."""
+        after = ""
+        while True:
+            rows = self._run(
+                lambda conn, after=after: conn.execute(
+                    f"SELECT key, value FROM {TABLE} WHERE store = %s AND key > %s ORDER BY key LIMIT %s",
+                    (self.store, after, size),
+                ).fetchall()
+            )
+            if not rows:
+                return
+            yield [(k, bytes(v)) for k, v in rows]
+            after = rows[-1][0]
+
+    def __len__(self) -> int:
+        return self._run(
+            lambda conn: conn.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE store = %s", (self.store,)).fetchone()[0]
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def store_names(url: str) -> list[str]:
+    """The stores held in the database at ``url``."""
+    backend = PostgresBackend(url, "")
+    names = backend._run(lambda conn: [r[0] for r in conn.execute(f"SELECT DISTINCT store FROM {TABLE}").fetchall()])
+    backend.close()
+    return sorted(names)
