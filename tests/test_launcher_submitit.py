@@ -89,5 +89,6 @@ def test_a_preempted_job_is_requeued_and_resumes_from_its_journal(tmp_path, code
     whole = pd.read_parquet(tmp_path / "whole" / "0" / "rows.parquet")
     key = ["question_id", "answer", "raw_answer", "em", "f1"]
     pd.testing.assert_frame_equal(
-        rows[key].sort_values("question_id", ignore_index=True), whole[key].sort_values("question_id", ignore_index=True)
+        rows[key].sort_values("question_id", ignore_index=True),
+        whole[key].sort_values("question_id", ignore_index=True),
     )

@@ -8,6 +8,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
+from harness.backends.precision import machine_dtype
 from harness.read.reader import Reader
 from tests.conftest import REPO, SHARED_DATA
 
@@ -35,7 +36,7 @@ def test_half_precision_puts_the_batch_size_into_the_reader_id():
     assert reader("bfloat16", 8).reader_id != reader("bfloat16", 4).reader_id
     assert reader("bfloat16", 8).reader_id.endswith("|batch=8")
     assert reader("float16", 2).reader_id.endswith("|batch=2")
-    assert reader("auto", 4).reader_id.endswith("|batch=4")  # the checkpoint's dtype may be half precision
+    assert reader("auto", 4).reader_id == reader(machine_dtype(), 4).reader_id  # auto is the machine's choice
     assert reader("float32", 4, quantization="nf4").reader_id.endswith("|batch=4")
     # Batch size 1 is one batch composition whatever the precision: the id is the one it always was.
     assert "batch=" not in reader("bfloat16", 1).reader_id
@@ -48,9 +49,9 @@ def test_float32_ids_and_cache_keys_ignore_the_batch_size():
     assert reader("bfloat16", 1).cache_key("p") != reader("bfloat16", 8).cache_key("p")
 
 
-def test_the_offline_reader_defaults_to_float32():
+def test_the_offline_reader_lets_the_machine_choose_its_precision():
     cfg = OmegaConf.load(REPO / "conf" / "reader" / "smollm2_135m.yaml")
-    assert cfg.dtype == "float32" and cfg.batch_size > 1
+    assert cfg.dtype == "auto" and cfg.batch_size > 1
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from harness.report.replication import (
     LADDER,
     PACKING,
     PACKING_DATASETS,
+    READER_IRCOT,
     TREES,
     Settings,
     _contrast,
@@ -144,3 +145,16 @@ def test_other_datasets_get_their_own_packing_rows_with_n_and_mde(tmp_path):
     assert "n = 20, SD " in row and "MDE " in row
     table = text[text.index("| dataset | B | metric |") :]
     assert "| musique | 160 | AiC |" in table and "| synthetic | 160 | AiC |" in table
+
+
+def test_reader_columns_give_paired_f1_contrasts_with_their_power(tmp_path):
+    studies = tmp_path / "studies"
+    frames = [packing_rows(30, p, 160, 42, "qwen-1.5b") for p in ("packed", "focused", "submod", "oracle")]
+    write_sweep(studies / READER_IRCOT.directory, frames)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    section = text[text.index("## Seed 000: reader columns at a larger n") :]
+    # packing_rows gives submod exactly packed's F1 + 0.1 on every question: the interval is that point.
+    assert "| submod − packed | F1 | 0.100 [0.100, 0.100] | 30 | 0.000 |" in section
+    row = next(x for x in text.splitlines() if x.startswith("| seed 000: submod > naive on reader F1 (B = 160"))
+    assert "| reproduced |" in row and "n = 30" in row
+    assert "| oracle − submod | F1 |" in section

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
+from harness.backends.precision import machine_dtype
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,12 @@ DTYPES = {
 QUANTIZATIONS = (None, "nf4", "int8")
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype | str:
-    """A torch dtype from its name; ``"auto"`` is passed through (the checkpoint's own dtype)."""
-    if isinstance(dtype, torch.dtype) or dtype == "auto":
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """A torch dtype from its name; ``"auto"`` is this machine's choice (``harness.backends.precision``)."""
+    if isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "auto":
+        dtype = machine_dtype()
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)} or 'auto'")
     return DTYPES[dtype]

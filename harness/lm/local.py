@@ -56,14 +56,16 @@ class LocalChatLM(CachedChatLM):
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError(f"{name}: max_input_tokens must be >= 1 or null, got {max_input_tokens}")
         # Imported here: loading imports torch, which an OpenAI-backed tree never needs.
-        from harness.backends.loading import ModelSpec
+        from harness.backends.loading import ModelSpec, resolve_dtype
 
         spec = ModelSpec.from_config(model, owner=name, offline_model="smollm2")
         if spec.pretrained is None and spec.offline_model is None:
             raise ValueError(f"{name}: give `pretrained` (hub id or local path) or `offline_model`")
         # An offline model is named by its package, not by the folder it was converted into, so the
         # cache survives a moved models directory.
-        model_id = f"{spec.source}|dtype={spec.dtype}|quant={spec.quantization}|max_in={max_input_tokens}"
+        # The dtype ``auto`` chose on this machine, not ``auto``: bf16 and float32 summaries differ.
+        dtype = str(resolve_dtype(spec.dtype)).replace("torch.", "")
+        model_id = f"{spec.source}|dtype={dtype}|quant={spec.quantization}|max_in={max_input_tokens}"
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
         self.spec = spec
         self.batch_size = int(batch_size)

@@ -230,9 +230,9 @@ class Reader:
     def batch_invariant(self) -> bool:
         """Whether a prompt's answer is independent of the batch it is generated in. Left padding
         reorders the attention sums: in float32 the last-token logits move by ~1e-5 (50 of 50 HotpotQA
-        answers equal at batch 1 and 8), in bf16 by up to ~0.8 (8 of 50 changed). Half precision,
-        ``auto`` (the checkpoint's dtype) and quantized weights at batch_size > 1 are therefore not
-        invariant, and the batch size joins the reader id."""
+        answers equal at batch 1 and 8), in bf16 by up to ~0.8 (8 of 50 changed). Half precision (also
+        ``auto`` where it chooses bf16: harness.backends.precision) and quantized weights at batch_size > 1
+        are therefore not invariant, and the batch size joins the reader id."""
         full_precision = str(resolve_dtype(self.spec.dtype)) == "torch.float32" and self.spec.quantization is None
         return full_precision or self.batch_size == 1
 

@@ -50,6 +50,8 @@ PACKING = _sweep("replication_packing")
 # The packing contrasts on the other multi-hop samples (MuSiQue, 2WikiMultiHopQA), selection only.
 PACKING_DATASETS = _sweep("replication_packing_datasets")
 READER_BUDGETS = _sweep("replication_reader_budgets")
+# The reader columns at paper-like n: the strongest offline rung on 150 of the 485 IRCoT HotpotQA questions.
+READER_IRCOT = _sweep("replication_reader_ircot")
 # LLMLingua spends seconds compressing each question, so it is read at one budget, in its own directory.
 LLMLINGUA = Study(
     "replication_llmlingua",

@@ -18,7 +18,7 @@ from harness.report.replication.common import (
 )
 from harness.report.replication.injection import injection_section
 from harness.report.replication.ladder import ladder_section
-from harness.report.replication.packing import ablation_section, packing_section
+from harness.report.replication.packing import ablation_section, packing_section, reader_columns_section
 from harness.report.replication.trees import trees_section
 
 log = logging.getLogger("harness.report.replication")
@@ -28,6 +28,7 @@ log = logging.getLogger("harness.report.replication")
 
 SECTIONS: Sequence[Callable[[Settings], Section]] = (
     packing_section,
+    reader_columns_section,
     ablation_section,
     ladder_section,
     injection_section,
