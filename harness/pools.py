@@ -3,8 +3,8 @@
 A cached entry is ``pools/<key>.npz`` under the cache folder (or that npz in the cache database), read with
 ``allow_pickle=False``: three float32/int64 arrays (candidate embeddings of all pools stacked, per-pool
 offsets, query embeddings) and one JSON document (its key, examples, shared document collections, candidates,
-retrieval metrics). Nothing
-in it can run code when loaded, so a cache folder shared with others is safe to read.
+retrieval metrics). Nothing in it can run code when loaded, so a cache folder shared with others is safe to
+read.
 
 The key (``pool_key``) covers the content of every loaded Example, the retriever, reranker,
 perturbation, k and seed config (runtime keys removed), and the code fingerprint of this stage: never

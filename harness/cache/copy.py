@@ -9,6 +9,7 @@ damaged one is left behind with a warning.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ def stores(location: str) -> list[str]:
         finally:
             conn.close()
         names += [
-            store_name(path, table, root=root.resolve()) for (table,) in tables if not table.startswith("sqlite_")
+            store_name(path, table, root=Path(os.path.abspath(root))) for (table,) in tables if not table.startswith("sqlite_")
         ]
     if any((root / "pools").glob("*.npz")):
         names.append(POOLS)

@@ -57,40 +57,25 @@ class PostgresBackend:
 
     def _open(self, url: str, store: str) -> None:
         self.url, self.store = url, store
-        self._lock = threading.Lock()
-        self._conn = None
-        self._pid = None
         self._run(lambda conn: None)  # connect now: an unreachable server is an error at start, not mid-run
 
     @property
     def location(self) -> str:
         return f"cache database {redacted(self.url)} (store {self.store})"
 
-    def _connect(self):
-        import psycopg
-
-        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-        try:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {TABLE} "
-                "(store TEXT NOT NULL, key TEXT NOT NULL, value BYTEA NOT NULL, PRIMARY KEY (store, key))"
-            )
-        except psycopg.errors.UniqueViolation:
-            pass  # another process created the table between the check and the create
-        self._conn, self._pid = conn, os.getpid()
-
     def _run(self, operation: Callable[[object], T]) -> T:
-        """``operation(connection)`` with the lock held; connection errors are retried, then reported."""
+        """``operation(connection)`` on this process's connection to the server (shared by every store, so a
+        job holds one connection however many stores it opens), under its lock; connection errors are
+        retried with a short back-off, then reported."""
         import psycopg
 
-        with self._lock:
+        shared = _shared(self.url)
+        with shared.lock:
             for attempt in range(RETRIES + 1):
                 try:
-                    if self._conn is None or self._pid != os.getpid() or self._conn.closed:
-                        self._connect()  # a forked child never reuses its parent's socket
-                    return operation(self._conn)
+                    return operation(shared.connection())
                 except psycopg.OperationalError as exc:
-                    self._conn = None
+                    shared.drop()
                     if attempt == RETRIES:
                         raise CacheAccessError(
                             f"{self.location}: {str(exc).strip()} (is the server running and reachable? cache.url "
@@ -163,15 +148,54 @@ class PostgresBackend:
         )
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        """The connection is the process's, shared with the other stores: it closes when the process ends."""
 
 
 def store_names(url: str) -> list[str]:
     """The stores held in the database at ``url``."""
     backend = PostgresBackend(url, "")
-    names = backend._run(lambda conn: [r[0] for r in conn.execute(f"SELECT DISTINCT store FROM {TABLE}").fetchall()])
-    backend.close()
-    return sorted(names)
+    return sorted(backend._run(lambda conn: [r[0] for r in conn.execute(f"SELECT DISTINCT store FROM {TABLE}")]))
+
+
+class _SharedConnection:
+    """One autocommit connection per (process, URL), opened on first use and again after a fork or an error."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lock = threading.Lock()
+        self._conn = None
+        self._pid = None
+
+    def connection(self):
+        if self._conn is None or self._pid != os.getpid() or self._conn.closed:
+            import psycopg
+
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            try:
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TABLE} "
+                    "(store TEXT NOT NULL, key TEXT NOT NULL, value BYTEA NOT NULL, PRIMARY KEY (store, key))"
+                )
+            except psycopg.errors.UniqueViolation:
+                pass  # another process created the table between the check and the create
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def drop(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped either way
+                pass
+        self._conn = None
+
+
+_connections: dict[str, _SharedConnection] = {}
+_connections_lock = threading.Lock()
+
+
+def _shared(url: str) -> _SharedConnection:
+    with _connections_lock:
+        if url not in _connections:
+            _connections[url] = _SharedConnection(url)
+        return _connections[url]
