@@ -43,6 +43,7 @@ def stores(location: str) -> list[str]:
     root = Path(location)
     if not root.is_dir():
         raise FileNotFoundError(f"cache folder {root} does not exist")
+    absolute = Path(os.path.abspath(root))  # as store_name normalises the files' paths
     names = []
     for path in sorted(root.rglob("*.sqlite")):
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -50,9 +51,7 @@ def stores(location: str) -> list[str]:
             tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         finally:
             conn.close()
-        names += [
-            store_name(path, table, root=Path(os.path.abspath(root))) for (table,) in tables if not table.startswith("sqlite_")
-        ]
+        names += [store_name(path, table, root=absolute) for (table,) in tables if not table.startswith("sqlite_")]
     if any((root / "pools").glob("*.npz")):
         names.append(POOLS)
     return names
