@@ -101,31 +101,23 @@ class PostgresBackend:
         return self._run(select) if keys else {}
 
     def put_many(self, items: dict[str, bytes]) -> None:
-        if not items:
-            return
-
-        def insert(conn) -> None:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(
-                    f"INSERT INTO {TABLE} (store, key, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(self.store, k, v) for k, v in items.items()],
-                )
-
-        self._run(insert)
+        self._for_each(f"INSERT INTO {TABLE} (store, key, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", items)
 
     def discard(self, items: dict[str, bytes]) -> None:
         """Delete these entries if they still hold these values (a damaged value, not a concurrent rewrite)."""
+        self._for_each(f"DELETE FROM {TABLE} WHERE store = %s AND key = %s AND value = %s", items)
+
+    def _for_each(self, statement: str, items: dict[str, bytes]) -> None:
+        """``statement`` over (store, key, value) of every item, in one transaction."""
         if not items:
             return
+        rows = [(self.store, k, v) for k, v in items.items()]
 
-        def delete(conn) -> None:
+        def execute(conn) -> None:
             with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(
-                    f"DELETE FROM {TABLE} WHERE store = %s AND key = %s AND value = %s",
-                    [(self.store, k, v) for k, v in items.items()],
-                )
+                cur.executemany(statement, rows)
 
-        self._run(delete)
+        self._run(execute)
 
     def batches(self, size: int = 500) -> Iterator[list[tuple[str, bytes]]]:
         """Every entry, in key order, ``size`` at a time (for copying a cache)."""
