@@ -4,8 +4,9 @@ Reads the first N HotpotQA distractor questions with their gold paragraphs (whol
 order) as the context, so every rung reads the same question and context text (each through its own
 chat template) and the figures measure the reader alone, not retrieval or packing. For each rung
 (SmolLM2-135M Q4_1, Qwen2.5-Coder-0.5B Q4_K_M, Qwen2.5-Coder-1.5B Q4_K_M) it runs the llama.cpp
-backend on the GGUF and the transformers backend on the same GGUF dequantised (float32: this CPU has
-no bf16 instructions), each with a fresh response cache, and prints one table. Load time (weights,
+backend on the GGUF and the transformers backend on the same GGUF dequantised, in float32 and in bfloat16
+side by side (``--dtypes``; which one ``dtype: auto`` picks depends on the CPU's bf16 instructions, printed
+in the header), each with a fresh response cache, and prints one table. Load time (weights,
 first call) is timed apart from reading; a missing one-time GGUF -> HF conversion runs first, untimed.
 Wall time depends on what else the machine runs; CPU seconds (all threads of this process) much less.
 
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from harness.backends.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
+from harness.backends.precision import BF16_CPU_FLAGS, cpu_dtype, cpu_flags
 from harness.metrics import exact_match, f1_score
 from harness.read.reader import Reader
 from harness.threads import available_cpus
@@ -50,7 +52,9 @@ def installed(rung: str, models_dir: Path) -> bool:
         return False
 
 
-def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1, threads: int = 1) -> Reader:
+def make_reader(
+    rung: str, backend: str, args, cache_dir: str, slots: int = 1, threads: int = 1, dtype: str = "float32"
+) -> Reader:
     common = {
         "name": f"{rung}-{backend}",
         "offline_model": rung,
@@ -64,13 +68,11 @@ def make_reader(rung: str, backend: str, args, cache_dir: str, slots: int = 1, t
     if backend == "llama_cpp":
         settings = {"n_parallel": slots, "n_threads": threads, "n_ctx": 2048, "cache_prompt": args.cache_prompt}
         return Reader(**common, llama_cpp=settings)
-    return Reader(
-        **common, pretrained=str(default_folder(rung, args.models_dir)), dtype=args.dtype, torch_threads=threads
-    )
+    return Reader(**common, pretrained=str(default_folder(rung, args.models_dir)), dtype=dtype, torch_threads=threads)
 
 
-def run_one(rung: str, backend: str, slots: int, threads: int, rows, args) -> dict:
-    reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots, threads)
+def run_one(rung: str, backend: str, slots: int, threads: int, rows, args, dtype: str = "float32") -> dict:
+    reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots, threads, dtype)
     prompts = [reader.render_prompt(q, c) for q, c, _ in rows]
     tokens = [reader.count_prompt_tokens(p) for p in prompts]
     start = time.perf_counter()
@@ -83,7 +85,8 @@ def run_one(rung: str, backend: str, slots: int, threads: int, rows, args) -> di
     golds = [gold for _, _, gold in rows]
     return {
         "rung": rung,
-        "backend": (backend if backend == "transformers" else f"llama_cpp x{slots}") + f", {threads} thr",
+        "backend": (f"transformers {dtype}" if backend == "transformers" else f"llama_cpp x{slots}")
+        + f", {threads} thr",
         "threads": threads,
         "load_s": load,
         "seconds": seconds,
@@ -122,7 +125,9 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
-    parser.add_argument("--dtype", default="float32", help="transformers backend dtype")
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["float32", "bfloat16"], help="transformers backend dtypes, side by side"
+    )
     parser.add_argument("--models-dir", type=Path, default=ROOT / ".cache/models")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
@@ -135,8 +140,13 @@ def main() -> None:
     print(
         f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
         f"max_new_tokens {args.max_new_tokens}, batch {args.batch_size}, threads {args.threads}, "
-        f"llama.cpp prefix reuse {'on' if args.cache_prompt else 'off'}, "
-        f"transformers in {args.dtype}"
+        f"llama.cpp prefix reuse {'on' if args.cache_prompt else 'off'}, transformers in {', '.join(args.dtypes)}"
+    )
+    flags = cpu_flags()
+    bf16_flags = [f for f in BF16_CPU_FLAGS if f in flags]
+    print(
+        f"CPU: {'avx512f' if 'avx512f' in flags else 'avx2' if 'avx2' in flags else 'no avx2'}, "
+        f"bf16 instructions: {', '.join(bf16_flags) or 'none'}; dtype auto picks {cpu_dtype(flags)} here"
     )
 
     results = []
@@ -150,9 +160,13 @@ def main() -> None:
         for backend in args.backends:
             for slots in args.slots if backend == "llama_cpp" else [1]:
                 for threads in args.threads:
-                    result = run_one(rung, backend, slots, threads, rows, args)
-                    results.append(result)
-                    print(f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}", flush=True)
+                    for dtype in args.dtypes if backend == "transformers" else ["-"]:
+                        result = run_one(rung, backend, slots, threads, rows, args, dtype)
+                        results.append(result)
+                        print(
+                            f"  {rung} {result['backend']}: {result['seconds']:.1f} s, F1 {result['f1']:.3f}",
+                            flush=True,
+                        )
 
     print()
     print(
@@ -178,7 +192,14 @@ def main() -> None:
                     f"{rung} {label}: {one['seconds'] / result['seconds']:.2f}x the questions/s of 1 thread "
                     f"({result['qps']:.3f} vs {one['qps']:.3f})"
                 )
-        hf, cpp = by.get("transformers, 1 thr"), by.get("llama_cpp x1, 1 thr")
+        for threads in args.threads:
+            fp32, bf16 = by.get(f"transformers float32, {threads} thr"), by.get(f"transformers bfloat16, {threads} thr")
+            if fp32 is not None and bf16 is not None:
+                print(
+                    f"{rung} transformers, {threads} thr: bfloat16 / float32 time per question "
+                    f"{bf16['seconds'] / fp32['seconds']:.2f}x (above 1: float32 is faster on this CPU)"
+                )
+        hf, cpp = by.get("transformers float32, 1 thr"), by.get("llama_cpp x1, 1 thr")
         if hf is not None and cpp is not None:
             print(
                 f"{rung}: transformers / llama.cpp (1 slot, 1 thread) time per question: "
