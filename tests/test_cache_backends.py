@@ -137,3 +137,22 @@ def test_an_unreachable_server_is_an_error_naming_its_url(tmp_path):
     finally:
         stores.configure(None)
     assert not (tmp_path / "responses.sqlite").exists()  # no silent fall-back to a local file
+
+
+def test_entries_of_an_older_version_are_not_served_until_resealed(tmp_path, caplog):
+    import hashlib
+    import json
+
+    from harness.cache.copy import reseal
+
+    stores.configure(None)
+    store = TextStore(tmp_path / "responses.sqlite", table="responses")
+    payload = json.dumps({"answer": "Paris"}).encode()
+    store.put_many({"old": payload + hashlib.blake2b(payload, digest_size=16).digest()})  # the older seal
+    with caplog.at_level(logging.WARNING):
+        assert store.get_texts(["old"]) == {}
+    assert "sealed by an older version" in caplog.text and "reseal" in caplog.text
+    assert len(store) == 1  # left in place for reseal, not deleted as damage
+    assert reseal(str(tmp_path)) == {"responses.sqlite:responses": 1}
+    assert store.get_texts(["old"]) == {"old": {"answer": "Paris"}}
+    assert reseal(str(tmp_path)) == {"responses.sqlite:responses": 0}  # nothing left to reseal

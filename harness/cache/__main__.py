@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from harness.cache.copy import copy_cache, describe, entry_batches, stores
+from harness.cache.copy import copy_cache, describe, entry_batches, reseal, stores
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     copy.add_argument("source", metavar="SRC", help="a cache folder or a postgresql:// URL")
     copy.add_argument("destination", metavar="DST", help="a cache folder or a postgresql:// URL")
     copy.add_argument("--quiet", action="store_true", help="no progress bar")
+    upgrade = commands.add_parser(
+        "reseal",
+        help="keep the entries an older version wrote (sealed before entries were bound to their keys) in a "
+        "cache folder you trust",
+    )
+    upgrade.add_argument("folder", help="a cache folder (SQLite files)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -34,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(args.location))
         for name in stores(args.location):
             print(f"  {name}\t{sum(len(batch) for batch in entry_batches(args.location, name))} entries")
+        return 0
+    if args.command == "reseal":
+        resealed = reseal(args.folder)
+        for name, count in resealed.items():
+            print(f"  {name}\t{count} entries resealed")
+        print(f"resealed {sum(resealed.values())} entries in {args.folder}")
         return 0
     done = copy_cache(args.source, args.destination, progress=not args.quiet)
     for copied in done:

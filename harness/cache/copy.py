@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.cache.postgres import PostgresBackend, is_url, redacted, store_names
 from harness.cache.sqlite import SQLiteBackend
-from harness.cache.stores import seal, store_name, unseal
+from harness.cache.stores import seal, store_name, unseal, unseal_legacy
 
 log = logging.getLogger(__name__)
 
@@ -124,4 +124,28 @@ def copy_cache(source: str, destination: str, progress: bool = True) -> list[Cop
             copied.entries += len(batch)
         copied.entries -= copied.skipped
         done.append(copied)
+    return done
+
+
+def reseal(folder: str) -> dict[str, int]:
+    """Bind every older-version entry of the SQLite stores under ``folder`` to its key (entries an older
+    version wrote were sealed with a digest of the payload alone). Run it once on a cache you trust: it takes
+    each such entry to belong under the key it is stored at. Returns the entries resealed per store."""
+    root = Path(folder)
+    done = {}
+    for name in stores(folder):
+        if name == POOLS:
+            continue  # pool files carry their key in their own format; an older one is recomputed
+        file, table = name.rsplit(":", 1)
+        backend = SQLiteBackend(root / file, table)
+        count = 0
+        for batch in backend.batches(BATCH):
+            updated = {}
+            for key, value in batch:
+                payload = None if unseal(key, value) is not None else unseal_legacy(value)
+                if payload is not None:
+                    updated[key] = seal(key, payload)
+            backend.put_many(updated)  # INSERT OR REPLACE: the resealed value takes the old one's place
+            count += len(updated)
+        done[name] = count
     return done

@@ -87,6 +87,14 @@ def unseal(key: str, value: bytes) -> bytes | None:
     return payload
 
 
+def unseal_legacy(value: bytes) -> bytes | None:
+    """The payload of a value sealed by an older version (a digest of the payload alone), or None."""
+    payload = bytes(value[:-DIGEST])
+    if len(value) <= DIGEST or hashlib.blake2b(payload, digest_size=DIGEST).digest() != bytes(value[-DIGEST:]):
+        return None
+    return payload
+
+
 def _digest(key: str, payload: bytes) -> bytes:
     return hashlib.blake2b(key.encode("utf-8") + b"\0" + payload, digest_size=DIGEST).digest()
 
@@ -116,13 +124,24 @@ class CheckedStore:
         self.backend.close()
 
     def get_payloads(self, keys: Iterable[str], what: str = "") -> dict[str, bytes]:
-        found, damaged = {}, {}
+        found, damaged, legacy = {}, {}, []
         for key, value in self.backend.get_many(keys).items():
             payload = unseal(key, value)
-            if payload is None:
-                damaged[key] = value
-            else:
+            if payload is not None:
                 found[key] = payload
+            elif unseal_legacy(value) is not None:
+                legacy.append(key)
+            else:
+                damaged[key] = value
+        if legacy:
+            # Left in place (a recomputed value replaces each one), so ``reseal`` can still keep the rest.
+            log.warning(
+                "%s: %d %s entries were sealed by an older version, before entries were bound to their keys; "
+                "recomputing them (python -m harness.cache reseal CACHE_FOLDER keeps every such entry instead)",
+                self.backend.location,
+                len(legacy),
+                what or "cache",
+            )
         if damaged:
             first = next(iter(damaged))
             log.warning(
