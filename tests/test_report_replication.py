@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
 from harness.report.load import normalise_rows
 from harness.report.replication import (
+    INJECTION_OPEN,
     LADDER,
     PACKING,
     PACKING_DATASETS,
@@ -158,3 +161,16 @@ def test_reader_columns_give_paired_f1_contrasts_with_their_power(tmp_path):
     row = next(x for x in text.splitlines() if x.startswith("| seed 000: submod > naive on reader F1 (B = 160"))
     assert "| reproduced |" in row and "n = 30" in row
     assert "| oracle − submod | F1 |" in section
+
+
+def test_injection_verdicts_carry_the_mde_of_their_contrasts(tmp_path):
+    from tests.test_report_cli import diversity_sweep
+
+    studies = tmp_path / "studies"
+    diversity_sweep(studies / INJECTION_OPEN.directory)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    row = next(x for x in text.splitlines() if x.startswith("| seed 001: diversifying costs S-Recall on clean pools"))
+    assert "MDE " in row and "MDE –" not in row
+    section = text[text.index("## Seed 001") :]
+    line = next(x for x in section.splitlines() if x.startswith("- mmr − kNN: clean"))
+    assert re.search(r"\(n = \d+\)$", line)  # the test split's queries (the rest tuned the operating points)

@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from harness.stats.power import minimum_detectable_effect
 from harness.stats.protocol import (
     diversity_study,
     level_contrasts,
@@ -198,3 +199,18 @@ def test_diversity_study_reports_on_test_queries_only():
     assert study.regret is not None and study.downside is not None
     with pytest.raises(ValueError, match="reference"):
         diversity_study(frame, reference="dpp")
+
+
+def test_level_contrasts_give_the_sd_and_mde_of_per_query_differences():
+    questions = [f"q{i}" for i in range(10)]
+    frame = score_frame([("knn", "default", 0.0, 0.0), ("mmr", "l", 0.0, 0.0)], questions)
+    # mmr - knn on query i: i / 100 at seed 1 and i / 50 at seed 2, so 1.5 i / 100 once averaged over seeds.
+    mmr = frame["method"] == "mmr"
+    frame.loc[mmr, "value"] += [
+        int(q[1:]) / (100 if s == 1 else 50)
+        for q, s in zip(frame.loc[mmr, "question"], frame.loc[mmr, "seed"], strict=True)
+    ]
+    out = level_contrasts(frame, {"knn": "default", "mmr": "l"}, n_resamples=99, seed=0).iloc[0]
+    per_query = 1.5 * np.arange(10) / 100
+    assert out["sd"] == pytest.approx(np.std(per_query, ddof=1))
+    assert out["mde"] == pytest.approx(minimum_detectable_effect(np.std(per_query, ddof=1), 10))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from harness.stats.analyses import holm_adjust
 from harness.stats.bootstrap import bootstrap_mean_ci, bootstrap_p_value, clustered_bootstrap, percentile_interval
+from harness.stats.power import minimum_detectable_effect
 
 SCORE_COLUMNS = ("method", "point", "level", "question", "seed", "value")
 DEFAULT_POINT = "default"
@@ -249,6 +250,7 @@ def level_contrasts(
             column = values[:, j]
             present = ~np.isnan(column)
             low, high = percentile_interval(draws[:, j], confidence)
+            sd = float(np.std(column[present], ddof=1)) if present.sum() >= 2 else math.nan
             records.append(
                 {
                     "method": method,
@@ -259,9 +261,12 @@ def level_contrasts(
                     "ci_high": high,
                     "p_value": bootstrap_p_value(draws[:, j]) if present.any() else math.nan,
                     "n": int(present.sum()),
+                    "sd": sd,
+                    "mde": minimum_detectable_effect(sd, int(present.sum())),
                 }
             )
-    out = pd.DataFrame(records, columns=["method", "level", "kind", "mean_diff", "ci_low", "ci_high", "p_value", "n"])
+    columns = ["method", "level", "kind", "mean_diff", "ci_low", "ci_high", "p_value", "n", "sd", "mde"]
+    out = pd.DataFrame(records, columns=columns)
     out["p_holm"] = np.nan
     for kind in ("level", "interaction"):
         mask = out["kind"] == kind
@@ -279,7 +284,7 @@ class DiversityStudy:
     tuning: pd.DataFrame  # method, point, val_score, n_val_queries, chosen (validation)
     means: pd.DataFrame  # method, level, mean, ci_low, ci_high, n
     oracles: pd.DataFrame  # method, level, oracle_mean, tuned_mean, reference_mean, share_improved, n
-    contrasts: pd.DataFrame  # method, level, kind, mean_diff, ci_low, ci_high, p_value, n, p_holm
+    contrasts: pd.DataFrame  # method, level, kind, mean_diff, ci_low, ci_high, p_value, n, sd, mde, p_holm
     downside: pd.DataFrame | None  # per method (None with a single level)
     regret: pd.DataFrame | None  # per method (None with a single level)
     redundancy: pd.Series | None = None  # mean measured pool redundancy per level
