@@ -156,3 +156,27 @@ def test_entries_of_an_older_version_are_not_served_until_resealed(tmp_path, cap
     assert reseal(str(tmp_path)) == {"responses.sqlite:responses": 1}
     assert store.get_texts(["old"]) == {"old": {"answer": "Paris"}}
     assert reseal(str(tmp_path)) == {"responses.sqlite:responses": 0}  # nothing left to reseal
+
+
+def test_a_folder_copy_keeps_every_store_and_leaves_temporaries_behind(tmp_path):
+    from harness.cache.copy import copy_cache
+    from harness.cache.copy import stores as stores_at
+
+    stores.configure(None)
+    source = tmp_path / "cache #1 (old)"  # characters a file: URI must escape
+    TextStore(source / "responses.sqlite", table="responses").put_texts(entries(0))
+    ArrayStore(source / "tree_lm" / "raptor" / "embeddings.sqlite", table="embeddings").put_arrays({"v": np.ones(3)})
+    (source / "pools").mkdir()
+    (source / "pools" / "abc.npz").write_bytes(b"npz bytes")
+    (source / "pools" / ".abc.x1y2.tmp.npz").write_bytes(b"half-written")
+    done = copy_cache(str(source), str(tmp_path / "copy"), progress=False)
+    assert {c.store: c.entries for c in done} == {
+        "pools:pools": 1,
+        "responses.sqlite:responses": len(entries(0)),
+        "tree_lm/raptor/embeddings.sqlite:embeddings": 1,
+    }
+    assert stores_at(str(tmp_path / "copy")) == stores_at(str(source))
+    assert sorted(p.name for p in (tmp_path / "copy" / "pools").iterdir()) == ["abc.npz"]
+    assert (tmp_path / "copy" / "pools" / "abc.npz").read_bytes() == b"npz bytes"
+    copied = TextStore(tmp_path / "copy" / "responses.sqlite", table="responses")
+    assert copied.get_texts(entries(0)) == entries(0)

@@ -46,20 +46,25 @@ def stores(location: str) -> list[str]:
     absolute = Path(os.path.abspath(root))  # as store_name normalises the files' paths
     names = []
     for path in sorted(root.rglob("*.sqlite")):
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         finally:
             conn.close()
         names += [store_name(path, table, root=absolute) for (table,) in tables if not table.startswith("sqlite_")]
-    if any((root / "pools").glob("*.npz")):
+    if _pool_paths(root):
         names.append(POOLS)
     return names
 
 
+def _pool_paths(root: Path) -> list[Path]:
+    """Entry files, not the hidden temporaries a writer killed mid-write leaves (``.<key>.*.tmp.npz``)."""
+    return sorted(p for p in (root / "pools").glob("*.npz") if not p.name.startswith("."))
+
+
 def _pool_files(root: Path) -> Iterator[list[tuple[str, bytes]]]:
     batch: list[tuple[str, bytes]] = []
-    for path in sorted((root / "pools").glob("*.npz")):
+    for path in _pool_paths(root):
         batch.append((path.stem, seal(path.stem, path.read_bytes())))
         if len(batch) == 50:  # pool entries are megabytes each
             yield batch
