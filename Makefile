@@ -14,7 +14,7 @@ export TRANSFORMERS_OFFLINE := 1
 # W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
 # transformers prints a line on import whenever WANDB_MODE=offline is set.
 
-.PHONY: setup models models-1.5b run lint test test-fast bench clean-cache help
+.PHONY: setup models models-1.5b run lint test test-fast bench studies clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -77,6 +77,12 @@ test-fast: setup  ## the quick subset for the inner loop
 
 bench: setup  ## run every benchmark script and print its figures
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+# Every study of docs/replication.md, then the document: about 2 hours on 2 cores with cold caches (most of it
+# the reader studies). A study directory that already holds finished jobs resumes from its journal.
+studies: setup $(QWEN_1_5B)  ## run every replication study into outputs/studies and regenerate docs/replication.md
+	$(PY) -m harness.report replicate --commands | while read -r command; do echo "== $$command"; $(PY) $${command#python } || exit 1; done
+	$(PY) -m harness.report replicate
 
 clean-cache:  ## drop cached embeddings and reader responses (models stay)
 	rm -rf .cache/harness

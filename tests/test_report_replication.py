@@ -126,6 +126,11 @@ def test_trees_section_totals_fresh_builds_only(tmp_path):
     assert "| seed 002: DTCRS below RAPTOR on build time (qasper) |" in text
     line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS below RAPTOR on build time"))
     assert "-85% [" in line
+    # The MDE of the build-time change: fresh DTCRS builds 20, 5, 5 s resampled (the two fresh RAPTOR builds
+    # always total 200 s): SD of a 3-draw total sqrt(3 * 50) = 12.25 s, of the ratio 0.0612, MDE 2.80 * 0.0612
+    # = 17% (± a point of bootstrap noise at 300 resamples); far below the paper's 81%, so a null would count.
+    mde = re.search(r"3 DTCRS and 2 RAPTOR builds, MDE (\d+)%", line)
+    assert mde and 15 <= int(mde.group(1)) <= 19
     assert "- qasper: summary nodes -90% [" in text
     assert (tmp_path / "r" / "trees.png").stat().st_size > 0
     assert "| qasper | dtcrs | 3 | 3 | 1 | 2 | 30.0 | 20.0 | 2 | 200 |" in text

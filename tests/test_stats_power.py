@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from harness.stats.power import minimum_detectable_effect, paired_power
+from harness.stats.power import mde_from_standard_error, minimum_detectable_effect, paired_power
 
 
 def test_large_n_matches_the_normal_formula_worked_by_hand():
@@ -41,3 +41,13 @@ def test_paired_power_averages_seeds_within_a_question():
     # per question: a 0.5, b 1.0, c 0.0 -> sd 0.5 over n = 3
     assert power.n == 3 and power.sd == pytest.approx(0.5)
     assert power.mde == pytest.approx(minimum_detectable_effect(0.5, 3))
+
+
+def test_the_mde_of_a_bootstrap_standard_error_is_the_normal_formula():
+    # (1.959964 + 0.841621) * 0.1 = 0.280159
+    assert mde_from_standard_error(0.1) == pytest.approx(0.280159, abs=1e-6)
+    assert math.isnan(mde_from_standard_error(math.nan))
+    # a normal estimate whose true value is one MDE leaves zero outside its 95% interval 80% of the time
+    rng = np.random.default_rng(1)
+    estimates = rng.normal(mde_from_standard_error(0.1), 0.1, size=20000)
+    assert (np.abs(estimates / 0.1) > 1.959964).mean() == pytest.approx(0.80, abs=0.01)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from statsmodels.stats.power import TTestPower
 
 ALPHA = 0.05
@@ -34,6 +35,16 @@ def minimum_detectable_effect(sd: float, n: int, alpha: float = ALPHA, power: fl
         return 0.0
     effect = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
     return float(effect) * sd
+
+
+def mde_from_standard_error(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The normal-theory MDE ``(z_{1-alpha/2} + z_{power}) * se`` of an estimate with standard error ``se``.
+
+    For statistics with no t-test behind them, such as a ratio of totals over two independent samples of
+    builds, whose standard error comes from a bootstrap."""
+    if not math.isfinite(se):
+        return math.nan
+    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
 
 
 @dataclass(frozen=True)

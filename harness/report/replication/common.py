@@ -63,10 +63,24 @@ LADDER = _sweep("replication_ladder")
 INJECTION_OPEN = _sweep("replication_injection_open")
 INJECTION_DISTRACTOR = Study(
     "injection_distractor",
-    "python -m harness -m +sweeps=injection_selection dataset=hotpotqa dataset.sample_size=null "
+    "python -m harness -m +sweeps=injection_selection dataset=hotpotqa_ircot dataset.sample_size=null "
     "retriever.setting=distractor retriever.pool_size=null hydra.sweep.dir=outputs/studies/injection_distractor",
 )
 TREES = _sweep("replication_trees")
+# Every study in the order `make studies` runs them: selection-only studies first (minutes), then the trees
+# (LM summaries) and the reader studies (hours on a CPU).
+STUDIES = (
+    PACKING,
+    PACKING_DATASETS,
+    ABLATION,
+    INJECTION_OPEN,
+    INJECTION_DISTRACTOR,
+    TREES,
+    READER_IRCOT,
+    READER_BUDGETS,
+    LLMLINGUA,
+    LADDER,
+)
 
 # The papers' figures the verdicts refer to.
 SEED000_TABLE5 = {

@@ -13,6 +13,7 @@ from harness.report.formatting import to_markdown
 from harness.report.replication.common import (
     DEFAULT_OUT,
     DEFAULT_STUDIES,
+    STUDIES,
     Section,
     Settings,
 )
@@ -74,11 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default: 0)")
+    parser.add_argument(
+        "--commands",
+        action="store_true",
+        help="print the command of every study, one per line in the order to run them, and exit",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.commands:
+        print("\n".join(study.command for study in STUDIES))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(studies=args.studies, out=args.out, n_resamples=args.resamples, seed=args.seed)
     text = render(settings)
