@@ -4,9 +4,11 @@ Reads the first N HotpotQA distractor questions with their gold paragraphs (whol
 order) as the context, so every rung reads the same question and context text (each through its own
 chat template) and the figures measure the reader alone, not retrieval or packing. For each rung
 (SmolLM2-135M Q4_1, Qwen2.5-Coder-0.5B Q4_K_M, Qwen2.5-Coder-1.5B Q4_K_M) it runs the llama.cpp
-backend on the GGUF and the transformers backend on the same GGUF dequantised, in float32 and in bfloat16
-side by side (``--dtypes``; which one ``dtype: auto`` picks depends on the CPU's bf16 instructions, printed
-in the header), each with a fresh response cache, and prints one table. Load time (weights,
+backend on the GGUF, and the transformers and vLLM backends on the same GGUF dequantised, in float32 and in
+bfloat16 side by side (``--dtypes``; which one ``dtype: auto`` picks depends on the CPU's bf16 instructions,
+printed in the header), each with a fresh response cache, and prints one table with questions/s, prompt
+tokens/s and, for vLLM, the share of prompt tokens served from its prefix cache. CPU seconds include the
+vLLM worker's processes. vLLM runs when its venv exists (``make vllm-venv``). Load time (weights,
 first call) is timed apart from reading; a missing one-time GGUF -> HF conversion runs first, untimed.
 Wall time depends on what else the machine runs; CPU seconds (all threads of this process) much less.
 
@@ -19,12 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from harness.backends.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
 from harness.backends.precision import BF16_CPU_FLAGS, cpu_dtype, cpu_flags
+from harness.backends.vllm_engine import VllmUnavailableError, vllm_python
 from harness.metrics import exact_match, f1_score
 from harness.read.reader import Reader
 from harness.threads import available_cpus
@@ -68,7 +74,29 @@ def make_reader(
     if backend == "llama_cpp":
         settings = {"n_parallel": slots, "n_threads": threads, "n_ctx": 2048, "cache_prompt": args.cache_prompt}
         return Reader(**common, llama_cpp=settings)
-    return Reader(**common, pretrained=str(default_folder(rung, args.models_dir)), dtype=dtype, torch_threads=threads)
+    folder = str(default_folder(rung, args.models_dir))
+    if backend == "vllm":
+        settings = {"cpu_threads": threads, "max_model_len": 2048, "enforce_eager": True, "enable_prefix_caching": True}
+        return Reader(**common, pretrained=folder, dtype=dtype, vllm=settings)
+    return Reader(**common, pretrained=folder, dtype=dtype, torch_threads=threads)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and every live descendant (vLLM's worker and engine core)."""
+    me = psutil.Process(os.getpid())
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def backend_label(backend: str, slots: int, threads: int, dtype: str) -> str:
+    kind = f"llama_cpp x{slots}" if backend == "llama_cpp" else f"{backend} {dtype}"
+    return f"{kind}, {threads} thr"
 
 
 def run_one(rung: str, backend: str, slots: int, threads: int, rows, args, dtype: str = "float32") -> dict:
@@ -78,15 +106,21 @@ def run_one(rung: str, backend: str, slots: int, threads: int, rows, args, dtype
     start = time.perf_counter()
     reader.answer(["Say hello."])  # weights load and first-call costs, timed apart
     load = time.perf_counter() - start
-    start, cpu_start = time.perf_counter(), time.process_time()
+    generator = reader.module.backend
+    before = (getattr(generator, "prompt_tokens", 0), getattr(generator, "cached_tokens", 0))
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     answers = reader.answer(prompts)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
     golds = [gold for _, _, gold in rows]
+    hit_rate = None
+    if backend == "vllm":
+        read, cached = generator.prompt_tokens - before[0], generator.cached_tokens - before[1]
+        hit_rate = cached / read if read else 0.0
+        generator.close()
     return {
         "rung": rung,
-        "backend": (f"transformers {dtype}" if backend == "transformers" else f"llama_cpp x{slots}")
-        + f", {threads} thr",
+        "backend": backend_label(backend, slots, threads, dtype),
         "threads": threads,
         "load_s": load,
         "seconds": seconds,
@@ -96,6 +130,8 @@ def run_one(rung: str, backend: str, slots: int, threads: int, rows, args, dtype
         "f1": sum(f1_score(a, g) for a, g in zip(answers, golds, strict=False)) / len(rows),
         "em": sum(exact_match(a, g) for a, g in zip(answers, golds, strict=False)) / len(rows),
         "prompt_tokens": sum(tokens) / len(tokens),
+        "prompt_tokens_per_s": sum(tokens) / seconds,
+        "prefix_hit_rate": hit_rate,
         "answers": answers,
     }
 
@@ -106,7 +142,11 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=50, help="the first N questions")
     parser.add_argument("--rungs", nargs="+", default=None, choices=RUNGS, help="default: every installed rung")
     parser.add_argument(
-        "--backends", nargs="+", default=["llama_cpp", "transformers"], choices=["llama_cpp", "transformers"]
+        "--backends",
+        nargs="+",
+        default=None,
+        choices=["llama_cpp", "transformers", "vllm"],
+        help="default: all three, vLLM when its venv exists (make vllm-venv)",
     )
     parser.add_argument(
         "--slots", type=int, nargs="+", default=[1], help="llama.cpp parallel slots to compare (each a row)"
@@ -126,7 +166,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument(
-        "--dtypes", nargs="+", default=["float32", "bfloat16"], help="transformers backend dtypes, side by side"
+        "--dtypes",
+        nargs="+",
+        default=["float32", "bfloat16"],
+        help="transformers and vLLM dtypes, side by side",
     )
     parser.add_argument("--models-dir", type=Path, default=ROOT / ".cache/models")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -136,6 +179,13 @@ def main() -> None:
     missing = [r for r in rungs if not installed(r, args.models_dir)]
     if missing:
         raise SystemExit(f"not installed: {missing} (make models / make models-1.5b)")
+    if args.backends is None:
+        args.backends = ["llama_cpp", "transformers"]
+        try:
+            vllm_python()
+            args.backends.append("vllm")
+        except VllmUnavailableError as error:
+            print(f"(no vLLM row: {error})")
     rows = gold_rows(json.loads(args.data.read_text())[: args.questions])
     print(
         f"{len(rows)} HotpotQA distractor questions, gold paragraphs as context, greedy, "
@@ -151,7 +201,7 @@ def main() -> None:
 
     results = []
     for rung in rungs:
-        if "transformers" in args.backends:
+        if "transformers" in args.backends or "vllm" in args.backends:
             started = time.perf_counter()
             ensure_offline_model(rung, default_folder(rung, args.models_dir), args.models_dir)
             spent = time.perf_counter() - started
@@ -160,7 +210,7 @@ def main() -> None:
         for backend in args.backends:
             for slots in args.slots if backend == "llama_cpp" else [1]:
                 for threads in args.threads:
-                    for dtype in args.dtypes if backend == "transformers" else ["-"]:
+                    for dtype in args.dtypes if backend != "llama_cpp" else ["-"]:
                         result = run_one(rung, backend, slots, threads, rows, args, dtype)
                         results.append(result)
                         print(
@@ -170,18 +220,19 @@ def main() -> None:
 
     print()
     print(
-        "| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | F1 | EM "
-        "| same answers as row 1 of rung |"
+        "| rung | backend | prompt tokens | load s | s/question | CPU s/question | questions/s | prompt tokens/s "
+        "| prefix-cache hits | F1 | EM | same answers as row 1 of rung |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
         first = next(r for r in results if r["rung"] == result["rung"])
         same = sum(a == b for a, b in zip(result["answers"], first["answers"], strict=False))
         print(
             f"| {result['rung']} ({OFFLINE_MODELS[result['rung']].quantization}) | {result['backend']} | "
             f"{result['prompt_tokens']:.0f} | {result['load_s']:.1f} | {result['s_per_q']:.2f} | "
-            f"{result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | "
-            f"{result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |"
+            f"{result['cpu_s_per_q']:.2f} | {result['qps']:.2f} | {result['prompt_tokens_per_s']:.0f} | "
+            + ("–" if result["prefix_hit_rate"] is None else f"{result['prefix_hit_rate']:.0%}")
+            + f" | {result['f1']:.3f} | {result['em']:.3f} | {same}/{len(rows)} |"
         )
     for rung in rungs:
         by = {r["backend"]: r for r in results if r["rung"] == rung}
@@ -198,6 +249,13 @@ def main() -> None:
                 print(
                     f"{rung} transformers, {threads} thr: bfloat16 / float32 time per question "
                     f"{bf16['seconds'] / fp32['seconds']:.2f}x (above 1: float32 is faster on this CPU)"
+                )
+            hf, engine = by.get(f"transformers float32, {threads} thr"), by.get(f"vllm float32, {threads} thr")
+            if hf is not None and engine is not None:
+                same = sum(a == b for a, b in zip(hf["answers"], engine["answers"], strict=True))
+                print(
+                    f"{rung}, float32, {threads} thr: vLLM {engine['qps'] / hf['qps']:.2f}x the questions/s of "
+                    f"transformers; {same}/{len(rows)} answers identical"
                 )
         hf, cpp = by.get("transformers float32, 1 thr"), by.get("llama_cpp x1, 1 thr")
         if hf is not None and cpp is not None:

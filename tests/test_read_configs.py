@@ -59,7 +59,9 @@ def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_pat
     assert reader.prompt.instruction.startswith("Answer the question using the context.")
     assert reader.cache.path == tmp_path / "responses.sqlite"
     assert reader._module is None and reader._tokenizer is None
-    backend_field = {"llama_cpp": "|backend=llama_cpp|gguf=", "vllm": "|backend=vllm|files="}.get(reader.backend, "|dtype=")
+    backend_field = {"llama_cpp": "|backend=llama_cpp|gguf=", "vllm": "|backend=vllm|files="}.get(
+        reader.backend, "|dtype="
+    )
     assert reader.reader_id.startswith(reader.model_id + backend_field)
 
 

@@ -95,9 +95,8 @@ class VllmSettings:
     def identity(self) -> str:
         """What of these settings can change an answer: the quantization, the tensor-parallel split (it
         reorders the sums) and prefix reuse (a reused prefix was computed in another batch)."""
-        return (
-            f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}"
-            + ("|prefix_cache" if self.enable_prefix_caching else "")
+        return f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}" + (
+            "|prefix_cache" if self.enable_prefix_caching else ""
         )
 
 
