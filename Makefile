@@ -89,7 +89,7 @@ TEST_WORKERS ?= 2
 test: setup $(VLLM_STAMP)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
-test-fast: setup  ## the quick subset for the inner loop
+test-fast: setup $(VLLM_STAMP)  ## the quick subset for the inner loop
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures
