@@ -18,6 +18,7 @@ from harness.backends.vllm_engine import (
     VllmGenerator,
     VllmSettings,
     VllmUnavailableError,
+    _shares,
     model_files_digest,
     vllm_python,
 )
@@ -92,6 +93,23 @@ def test_max_model_len_is_sized_from_the_prompts_and_grows_only_when_needed():
     fixed = VllmGenerator("m", None, 24, "float32", VllmSettings(max_model_len=256))
     fixed.reserve(5000)
     assert fixed.max_model_len == 256  # a set value is a limit; encode() refuses longer prompts
+
+
+def test_replicas_get_their_own_devices_and_cores(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    settings = VllmSettings(tensor_parallel_size=2, data_parallel_size=2, cpu_threads=4)
+    environments = VllmGenerator("m", None, 24, "float32", settings)._environments()
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in environments] == ["4,5", "6,7"]
+    assert [e["VLLM_CPU_OMP_THREADS_BIND"] for e in environments] == ["0,1", "2,3"]
+    # Engine arguments never carry the replica count: each worker is a whole engine.
+    assert "data_parallel_size" not in VllmGenerator("m", None, 24, "float32", settings)._engine_args()
+
+
+def test_prompts_are_split_into_contiguous_near_equal_shares():
+    assert _shares(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert _shares([1], 2) == [[1], []]
 
 
 def test_model_files_digest_follows_the_files(tmp_path):
@@ -173,6 +191,13 @@ def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_ve
     rerun = smollm2("vllm", tmp_path / "vllm")
     assert rerun.responses(prompts) == ours
     assert rerun.generated == 0 and rerun._module is None  # every answer from the cache; no engine started
+
+    # Two replicas, one core each, share the prompts and give the single engine's answers, in order.
+    replicas = smollm2("vllm", tmp_path / "replicas", data_parallel_size=2)
+    assert replicas.reader_id == engine.reader_id  # replicas change where prompts run, not their answers
+    assert replicas.responses(prompts[:8]) == ours[:8]
+    assert len({w.process.pid for w in replicas.module.backend._workers}) == 2
+    replicas.module.backend.close()
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ class VllmSettings:
 
     python: str | None = None  # interpreter with vLLM; None: $HARNESS_VLLM_PYTHON, .venv-vllm, then this one
     tensor_parallel_size: int = 1
-    data_parallel_size: int = 1
+    data_parallel_size: int = 1  # engine replicas, each in its own worker on its own devices; prompts split
     enable_prefix_caching: bool = True
     max_model_len: int | None = None
     quantization: str | None = None  # vLLM's own: awq, gptq, bitsandbytes, fp8, ...
@@ -169,8 +169,70 @@ def model_files_digest(model: str | Path) -> str:
     return _folder_digest(str(folder.resolve()), signature)
 
 
+class _Worker:
+    """One engine replica: the worker process, its log file and the devices it may use."""
+
+    def __init__(self, python: str, env: dict[str, str], log_dir: Path | None, label: str) -> None:
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log", dir=log_dir)
+        self.log_path = Path(name)
+        self.label = label
+        self.process = subprocess.Popen(
+            [python, str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=handle,
+            env=env,
+            start_new_session=True,  # its engine processes go with it when it is killed
+        )
+        os.close(handle)
+
+    def send(self, request: dict) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died: reported by the wait, with its log
+
+    def log_tail(self, lines: int = 25) -> str:
+        if not self.log_path.is_file():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def close(self, kill: bool = False) -> None:
+        """End of input lets it exit; ``kill`` (or a worker that lingers) ends its whole process group."""
+        process = self.process
+        if process.poll() is not None:
+            return
+        if not kill and process.stdin is not None:
+            try:
+                process.stdin.close()
+                process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                kill = True
+        if kill or process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+
+
+def _shares(items: list, parts: int) -> list[list]:
+    """``items`` cut into ``parts`` contiguous runs of near-equal length (the first ones longer by one)."""
+    size, extra = divmod(len(items), parts)
+    bounds = [0]
+    for index in range(parts):
+        bounds.append(bounds[-1] + size + (index < extra))
+    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
 class VllmGenerator:
-    """Greedy completion of already-rendered prompts by a vLLM engine in a worker process."""
+    """Greedy completion of already-rendered prompts by vLLM engines in worker processes: one engine, or with
+    ``data_parallel_size`` > 1 one per replica (each on its own GPUs, or its own share of the CPU cores), every
+    request split among them and the answers put back in order."""
 
     def __init__(
         self,
@@ -194,8 +256,7 @@ class VllmGenerator:
         self.trust_remote_code = trust_remote_code
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_model_len = self.settings.max_model_len
-        self._process: subprocess.Popen | None = None
-        self._log_path: Path | None = None
+        self._workers: list[_Worker] = []
         self.version: str | None = None
         self.start_seconds: float | None = None
         # Totals over every request, for benchmarks and the run log.
@@ -203,7 +264,7 @@ class VllmGenerator:
         self.cached_tokens = 0
         self.generate_seconds = 0.0
 
-    # ---- the worker -----------------------------------------------------------------------------
+    # ---- the workers ----------------------------------------------------------------------------
 
     def reserve(self, tokens: int) -> None:
         """Make room for prompts of up to ``tokens`` tokens plus the answer: sizes the engine before it
@@ -213,7 +274,7 @@ class VllmGenerator:
             return  # encode() refuses what does not fit, naming the setting
         size = max(512, 1 << (needed - 1).bit_length())  # powers of two: few restarts as budgets grow
         if self.max_model_len is None or self.max_model_len < needed:
-            if self._process is not None:
+            if self._workers:
                 log.info("vLLM: prompts of %d tokens need max_model_len %d: restarting the engine", tokens, size)
                 self.close()
             self.max_model_len = size
@@ -233,107 +294,111 @@ class VllmGenerator:
         }
         if s.tensor_parallel_size > 1:
             engine["tensor_parallel_size"] = s.tensor_parallel_size
-        if s.data_parallel_size > 1:
-            engine["data_parallel_size"] = s.data_parallel_size
         if s.quantization:
             engine["quantization"] = s.quantization
         return engine
 
-    def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+    def _environments(self) -> list[dict[str, str]]:
+        """Each replica's environment: its own GPUs (``tensor_parallel_size`` of them, from those visible) and
+        its own share of this job's CPU cores, to which the CPU build binds its OpenMP threads."""
+        replicas, per_replica = self.settings.data_parallel_size, self.settings.tensor_parallel_size
+        base = dict(os.environ)
         # The worker imports nothing from the harness; a PYTHONPATH meant for this venv would mix packages.
-        env.pop("PYTHONPATH", None)
+        base.pop("PYTHONPATH", None)
+        base.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # by default the CPU build keeps a core idle
+        base.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.settings.cpu_kvcache_gib))
+        base.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        base.setdefault("VLLM_NO_USAGE_STATS", "1")
+        base.setdefault("TOKENIZERS_PARALLELISM", "false")
         threads = resolve_threads(self.settings.cpu_threads, "vLLM (CPU build)")
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(available_cpus()))
-        # The CPU build binds its OpenMP threads to these cores and by default keeps one core for itself.
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cpus[:threads]))
-        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.settings.cpu_kvcache_gib))
-        env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        return env
+        # Fewer cores than replicas: those without a core of their own share the job's.
+        cores = [share or cpus[:threads] for share in _shares(cpus[:threads], replicas)]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = visible.split(",") if visible else [str(i) for i in range(replicas * per_replica)]
+        environments = []
+        for replica in range(replicas):
+            env = dict(base)
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(str(c) for c in cores[replica]))
+            if replicas > 1:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[replica * per_replica : (replica + 1) * per_replica])
+            environments.append(env)
+        return environments
 
     def _start(self) -> None:
         python = vllm_python(self.settings.python)
         self.version = vllm_version(python)
         if self.max_model_len is None:
             self.max_model_len = 2048
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log", dir=self.log_dir)
-        self._log_path = Path(name)
+        environments = self._environments()
+        self._workers = [
+            _Worker(python, env, self.log_dir, f"replica {index}") for index, env in enumerate(environments)
+        ]
+        atexit.register(self.close)
         log.info(
-            "starting vLLM %s on %s (dtype %s, max_model_len %d); its log: %s",
+            "starting vLLM %s on %s (dtype %s, max_model_len %d, %d replica(s)); logs: %s",
             self.version,
             self.model,
             self.dtype,
             self.max_model_len,
-            self._log_path,
+            len(self._workers),
+            ", ".join(str(w.log_path) for w in self._workers),
         )
-        self._process = subprocess.Popen(
-            [python, str(WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=handle,
-            env=self._environment(),
-            start_new_session=True,  # its engine processes go with it when it is killed
-        )
-        os.close(handle)
-        atexit.register(self.close)
-        reply = self._request({"op": "start", "engine": self._engine_args()}, self.settings.start_timeout_s)
-        self.start_seconds = float(reply["seconds"])
-        log.info("vLLM engine ready in %.1f s", self.start_seconds)
+        request = {"op": "start", "engine": self._engine_args()}
+        replies = self._exchange([(worker, request) for worker in self._workers], self.settings.start_timeout_s)
+        self.start_seconds = max(float(reply["seconds"]) for reply in replies)
+        log.info("vLLM ready in %.1f s", self.start_seconds)
 
-    def _log_tail(self, lines: int = 25) -> str:
-        if self._log_path is None or not self._log_path.is_file():
-            return ""
-        return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def _request(self, request: dict, timeout_s: float | None = None) -> dict:
-        """Send one request and wait for its reply in short steps, so a stop signal kills the worker at once."""
-        process = self._process
-        assert process is not None and process.stdin is not None and process.stdout is not None
-        try:
-            process.stdin.write((json.dumps(request) + "\n").encode())
-            process.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died: reported below with its log
+    def _exchange(self, requests: list[tuple[_Worker, dict]], timeout_s: float | None = None) -> list[dict]:
+        """Send each worker its request, then wait for every reply in short steps, so a stop signal kills
+        the workers at once instead of waiting for them."""
+        for worker, request in requests:
+            worker.send(request)
+        pending = {id(worker): (index, worker, request) for index, (worker, request) in enumerate(requests)}
+        replies: list[dict | None] = [None] * len(requests)
         began = time.monotonic()
         selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
+        for _, worker, _ in pending.values():
+            selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
         try:
-            while True:
+            while pending:
                 signals.check()  # the handler raises by itself, unless a deferred write held the signal
-                if selector.select(timeout=signals.POLL_SECONDS):
-                    line = process.stdout.readline()
+                for key, _ in selector.select(timeout=signals.POLL_SECONDS):
+                    worker = key.data
+                    line = worker.process.stdout.readline()
                     if line:
-                        break
-                if process.poll() is not None:
-                    code = process.returncode
-                    self._process = None
-                    raise RuntimeError(
-                        f"the vLLM worker exited with status {code} during {request['op']!r}; "
-                        f"its log {self._log_path} ends:\n{self._log_tail()}"
-                    )
-                if timeout_s is not None and time.monotonic() - began > timeout_s:
+                        index, _, request = pending.pop(id(worker))
+                        selector.unregister(worker.process.stdout)
+                        replies[index] = self._checked(worker, request, json.loads(line))
+                for _, worker, request in list(pending.values()):
+                    if worker.process.poll() is not None:
+                        self.close(kill=True)
+                        raise RuntimeError(
+                            f"the vLLM worker ({worker.label}) exited with status {worker.process.returncode} during "
+                            f"{request['op']!r}; its log {worker.log_path} ends:\n{worker.log_tail()}"
+                        )
+                if pending and timeout_s is not None and time.monotonic() - began > timeout_s:
+                    _, worker, request = next(iter(pending.values()))
                     self.close(kill=True)
                     raise TimeoutError(
-                        f"the vLLM worker did not answer {request['op']!r} in {timeout_s:.0f} s "
-                        f"(reader.vllm.start_timeout_s); its log {self._log_path} ends:\n{self._log_tail()}"
+                        f"the vLLM worker ({worker.label}) did not answer {request['op']!r} in {timeout_s:.0f} s "
+                        f"(reader.vllm.start_timeout_s); its log {worker.log_path} ends:\n{worker.log_tail()}"
                     )
         except signals.Interrupted:
-            # Raised wherever the wait was (in select, mostly): the engine's work is abandoned, not awaited.
-            log.warning("stopping the vLLM worker (pid %d) mid-request", process.pid)
+            # Raised wherever the wait was (in select, mostly): the engines' work is abandoned, not awaited.
+            log.warning("stopping %d vLLM worker(s) mid-request", len(self._workers))
             self.close(kill=True)
             raise
         finally:
             selector.close()
-        reply = json.loads(line)
+        return [reply for reply in replies if reply is not None]
+
+    def _checked(self, worker: _Worker, request: dict, reply: dict) -> dict:
         if not reply.get("ok"):
+            self.close(kill=True)
             raise RuntimeError(
-                f"vLLM failed on {request['op']!r} ({self.model}): {reply.get('error')}\n{reply.get('traceback', '')}"
-                f"its log: {self._log_path}"
+                f"vLLM ({worker.label}) failed on {request['op']!r} ({self.model}): {reply.get('error')}\n"
+                f"{reply.get('traceback', '')}its log: {worker.log_path}"
             )
         return reply
 
@@ -357,17 +422,30 @@ class VllmGenerator:
         if not prompts:
             return []
         ids = self.encode(prompts)
-        if self._process is None:
+        if not self._workers:
             self._start()
-        reply = self._request(
-            {"op": "generate", "prompt_token_ids": ids, "max_tokens": self.max_new_tokens, "seed": self.settings.seed}
-        )
-        texts = reply["texts"]
+        shares = _shares(ids, len(self._workers))
+        requests = [
+            (
+                worker,
+                {
+                    "op": "generate",
+                    "prompt_token_ids": share,
+                    "max_tokens": self.max_new_tokens,
+                    "seed": self.settings.seed,
+                },
+            )
+            for worker, share in zip(self._workers, shares, strict=True)
+            if share
+        ]
+        replies = self._exchange(requests)
+        texts = [text for reply in replies for text in reply["texts"]]
         if len(texts) != len(ids):
             raise RuntimeError(f"vLLM on {self.model}: {len(ids)} prompts but {len(texts)} answers")
-        self.prompt_tokens += sum(reply["prompt_tokens"])
-        self.cached_tokens += sum(reply["cached_tokens"])
-        self.generate_seconds += float(reply["seconds"])
+        for reply in replies:
+            self.prompt_tokens += sum(reply["prompt_tokens"])
+            self.cached_tokens += sum(reply["cached_tokens"])
+            self.generate_seconds += float(reply["seconds"])
         return texts
 
     @property
@@ -376,22 +454,7 @@ class VllmGenerator:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def close(self, kill: bool = False) -> None:
-        """Stop the worker: end of input lets it exit; ``kill`` (or a worker that lingers) ends its group."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if not kill and process.stdin is not None:
-            try:
-                process.stdin.close()
-                process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                kill = True
-        if kill or process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-
-    def describe(self) -> dict[str, Any]:
-        return {"model": self.model, "dtype": self.dtype, "vllm": self.version, **asdict(self.settings)}
+        """Stop every worker (``kill``: at once, without letting them finish)."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close(kill=kill)
