@@ -199,8 +199,8 @@ def test_cache_key_changes_with_backend_weights_and_decoding():
 
 
 def test_llama_cpp_settings_are_validated():
-    with pytest.raises(ValueError, match="unknown backend 'vllm'"):
-        reader(backend="vllm")
+    with pytest.raises(ValueError, match="unknown backend 'mlc'"):
+        reader(backend="mlc")
     with pytest.raises(ValueError, match=r"unknown llama_cpp settings \['n_gpu'\]"):
         reader(llama_cpp={"n_gpu": 1})
     with pytest.raises(ValueError, match="n_parallel must be a positive integer"):

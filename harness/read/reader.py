@@ -40,6 +40,19 @@ from harness.threads import resolve_threads
 log = logging.getLogger(__name__)
 
 BACKENDS = ("transformers", "llama_cpp", "vllm")
+# What the engine backends do in place of the transformers settings they refuse: (quantization, devices).
+_ENGINE_LIMITS = {
+    # The llama.cpp server lives in this process and cannot be pickled into spawned ones.
+    "llama_cpp": (
+        "a llama_cpp reader reads the GGUF's own quantization",
+        "the llama_cpp backend runs in one process; use reader.llama_cpp.n_parallel for parallel decoding",
+    ),
+    "vllm": (
+        "a vllm reader names vLLM's own in reader.vllm.quantization (awq, gptq, bitsandbytes)",
+        "the vllm engine places itself; use reader.vllm.tensor_parallel_size or reader.vllm.data_parallel_size "
+        "for several devices",
+    ),
+}
 TRAINER_KEYS = {"accelerator", "devices", "strategy", "precision", "num_nodes"}
 DEFAULT_TRAINER = {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
 # Lightning loggers that announce the hardware on every Trainer; one line per read call is noise.
@@ -159,35 +172,19 @@ class Reader:
                 f"reader {name!r}: unknown trainer settings {sorted(unknown)}; allowed {sorted(TRAINER_KEYS)}"
             )
         _check_strategy(name, trainer)
-        if backend == "llama_cpp":
-            if gguf and offline_model is not None:
-                raise ValueError(f"reader {name!r}: set `gguf` (a .gguf path) or `offline_model`, not both")
+        if backend == "llama_cpp" and gguf and offline_model is not None:
+            raise ValueError(f"reader {name!r}: set `gguf` (a .gguf path) or `offline_model`, not both")
+        if backend in _ENGINE_LIMITS:
+            own_quantization, own_devices = _ENGINE_LIMITS[backend]
             if num_beams != 1:
-                raise ValueError(f"reader {name!r}: the llama_cpp backend decodes greedily; num_beams must be 1")
-            if quantization is not None:
-                raise ValueError(
-                    f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting; "
-                    "a llama_cpp reader reads the GGUF's own quantization"
-                )
-            if str(trainer.get("devices", 1)) != "1":
-                # The server lives in this process and cannot be pickled into spawned ones.
-                raise ValueError(
-                    f"reader {name!r}: the llama_cpp backend runs in one process; "
-                    "use reader.llama_cpp.n_parallel for parallel decoding, not reader.trainer.devices"
-                )
-        if backend == "vllm":
-            if num_beams != 1:
-                raise ValueError(f"reader {name!r}: the vllm backend decodes greedily; num_beams must be 1")
+                raise ValueError(f"reader {name!r}: the {backend} backend decodes greedily; num_beams must be 1")
             if quantization is not None:
                 raise ValueError(
                     f"reader {name!r}: quantization={quantization!r} is a bitsandbytes setting of the transformers "
-                    "backend; a vllm reader names vLLM's own in reader.vllm.quantization (awq, gptq, bitsandbytes)"
+                    f"backend; {own_quantization}"
                 )
             if str(trainer.get("devices", 1)) != "1":
-                raise ValueError(
-                    f"reader {name!r}: the vllm engine places itself; use reader.vllm.tensor_parallel_size or "
-                    "reader.vllm.data_parallel_size for several devices, not reader.trainer.devices"
-                )
+                raise ValueError(f"reader {name!r}: {own_devices}, not reader.trainer.devices")
         # Unknown keys fail here, whichever backend runs.
         llama_settings = LlamaCppSettings.from_mapping(llama_cpp)
         vllm_settings = VllmSettings.from_mapping(vllm)
