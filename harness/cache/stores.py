@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -81,16 +81,18 @@ def seal(key: str, payload: bytes) -> bytes:
 
 def unseal(key: str, value: bytes) -> bytes | None:
     """The payload of a sealed value, or None when it fails its check."""
-    payload = bytes(value[:-DIGEST])
-    if len(value) <= DIGEST or _digest(key, payload) != bytes(value[-DIGEST:]):
-        return None
-    return payload
+    return _checked_payload(value, lambda payload: _digest(key, payload))
 
 
 def unseal_legacy(value: bytes) -> bytes | None:
     """The payload of a value sealed by an older version (a digest of the payload alone), or None."""
+    return _checked_payload(value, lambda payload: hashlib.blake2b(payload, digest_size=DIGEST).digest())
+
+
+def _checked_payload(value: bytes, digest: Callable[[bytes], bytes]) -> bytes | None:
+    """The payload before the trailing digest when ``digest(payload)`` reproduces it, else None."""
     payload = bytes(value[:-DIGEST])
-    if len(value) <= DIGEST or hashlib.blake2b(payload, digest_size=DIGEST).digest() != bytes(value[-DIGEST:]):
+    if len(value) <= DIGEST or digest(payload) != bytes(value[-DIGEST:]):
         return None
     return payload
 
