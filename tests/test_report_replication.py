@@ -179,3 +179,16 @@ def test_injection_verdicts_carry_the_mde_of_their_contrasts(tmp_path):
     section = text[text.index("## Seed 001") :]
     line = next(x for x in section.splitlines() if x.startswith("- mmr − kNN: clean"))
     assert re.search(r"\(n = \d+\)$", line)  # the test split's queries (the rest tuned the operating points)
+
+
+def test_the_validity_verdict_carries_an_mde_read_off_its_interval(tmp_path):
+    studies = tmp_path / "studies"
+    frames = [packing_rows(30, p, 160, 42, r) for r in ("tiny-135m", "big-7b") for p in ("packed", "submod")]
+    write_sweep(studies / LADDER.directory, frames)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    row = next(x for x in text.splitlines() if x.startswith("| seed 000: answer-in-context explains F1 beyond"))
+    found = re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]; n = 30 questions, MDE ([\d.]+)", row)
+    assert found, row
+    low, high, mde = map(float, found.groups())
+    # (z_0.975 + z_0.8) * (high - low) / (2 * z_0.975), from the printed (rounded) interval
+    assert mde == pytest.approx(2.801585 * (high - low) / (2 * 1.959964), abs=0.002)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from scipy import stats
 
 from harness.metrics.registry import (
     ANSWER_IN_CONTEXT,
@@ -34,6 +35,7 @@ from harness.report.replication.common import (
     verdict,
 )
 from harness.stats.analyses import correlations, incremental_validity
+from harness.stats.power import mde_from_standard_error
 
 log = logging.getLogger("harness.report.replication")
 
@@ -124,9 +126,14 @@ def ladder_section(settings: Settings) -> Section:
         section.table(pd.DataFrame([{k: v for k, v in r.items() if k != "_iv"} for r in validity]))
         strongest = validity[-1]
         iv = strongest["_iv"]
+        # ΔR² has no t-test behind it: its standard error is read off the clustered interval's width.
+        z = stats.norm.ppf(0.5 + settings.confidence / 2)
+        mde = mde_from_standard_error((iv["delta_r2_ci_high"] - iv["delta_r2_ci_low"]) / (2 * z))
+        outcome = verdict(iv["delta_r2_ci_low"], iv["delta_r2_ci_high"], mde=mde)
+        power = f"n = {iv['n_clusters']} questions, MDE {mde:.3f} (standard error from the interval's width)"
         section.add(
             f"**Verdict, validity (strongest rung, {strongest['reader']}): "
-            f"{verdict(iv['delta_r2_ci_low'], iv['delta_r2_ci_high'])}** — ΔR² {strongest['ΔR² [clustered CI]']}. "
+            f"{outcome}** — ΔR² {strongest['ΔR² [clustered CI]']}; {power}. "
             "Up the ladder r(AiC, F1) goes "
             + " → ".join(v["r(AiC, F1)"] for v in validity)
             + ": the diagnostic is only as valid as the reader is able to use the context.",
@@ -134,8 +141,8 @@ def ladder_section(settings: Settings) -> Section:
         )
         section.claim(
             f"seed 000: answer-in-context explains F1 beyond recall@5 ({strongest['reader']})",
-            verdict(iv["delta_r2_ci_low"], iv["delta_r2_ci_high"]),
-            f"ΔR² {strongest['ΔR² [clustered CI]']}",
+            outcome,
+            f"ΔR² {strongest['ΔR² [clustered CI]']}; {power}",
         )
     top = [r for r in contrasts if r["reader"] == readers[-1]]
     if top:

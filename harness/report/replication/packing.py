@@ -378,7 +378,7 @@ def ablation_section(settings: Settings) -> Section:
     section.claim(
         "seed 000 ablation: a setting under which submod beats naive on answer-in-context",
         ", ".join(winners) if winners else "none",
-        f"closest `{best}` {_diff(submod_settings[best])}",
+        f"closest `{best}` {_diff(submod_settings[best])}; {_power(submod_settings[best])}",
     )
     if losers:
         section.add(f"Settings that lose significantly: {', '.join(f'`{s}`' for s in losers)}.")
