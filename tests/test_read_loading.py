@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,8 @@ def tiny_t5_folder(smollm2_folder, tmp_path_factory) -> Path:
     from transformers import T5Config, T5ForConditionalGeneration
 
     folder = tmp_path_factory.mktemp("tiny-t5")
-    tokenizer = load_tokenizer(str(smollm2_folder))
+    # A copy: the loaded tokenizer is shared by every reader of this process (read-only).
+    tokenizer = copy.deepcopy(load_tokenizer(str(smollm2_folder)))
     tokenizer.chat_template = None  # a T5 reader renders plain-text prompts
     tokenizer.padding_side = "right"
     config = T5Config(
@@ -172,3 +174,21 @@ def test_conversion_writes_a_complete_folder_in_one_step(smollm2_folder, tmp_pat
     assert fresh.keys() == cached.keys()
     assert all(torch.equal(fresh[k], cached[k]) for k in fresh)
     assert ensure_offline_model("smollm2", target) == target  # a second call finds it and converts nothing
+
+
+def test_a_tokenizer_is_loaded_once_per_process_until_its_files_change(smollm2_folder, tmp_path):
+    """Sweep jobs in one process build new readers; they share the tokenizer instead of parsing it again."""
+    import shutil
+
+    from harness.backends.llama_cpp import load_gguf_tokenizer
+
+    first = load_tokenizer(str(smollm2_folder))
+    assert load_tokenizer(str(smollm2_folder)) is first
+    assert first.padding_side == "left" and first.pad_token is not None
+    assert load_gguf_tokenizer(smollm2_folder) is not first  # another loader: its own memo entry
+    assert load_gguf_tokenizer(smollm2_folder) is load_gguf_tokenizer(smollm2_folder)
+    copy = shutil.copytree(smollm2_folder, tmp_path / "copy", ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    before = load_tokenizer(str(copy))
+    config = copy / "tokenizer_config.json"
+    config.write_text(config.read_text())  # rewritten: a new modification time
+    assert load_tokenizer(str(copy)) is not before

@@ -96,19 +96,22 @@ def gguf_quantization(path: str | Path) -> str:
 def load_gguf_tokenizer(folder_or_gguf: str | Path):
     """The Hugging Face tokenizer of a llama.cpp reader, left-padded with a pad token (like the
     transformers backend's), from a tokenizer folder or straight from a GGUF file."""
-    from transformers import AutoTokenizer
-
     # Imported here, like transformers: the module itself stays light to import (loading imports torch).
-    from harness.backends.loading import ensure_pad_token
+    from harness.backends.loading import ensure_pad_token, memoized_tokenizer
 
     path = Path(folder_or_gguf)
-    if path.suffix == ".gguf":
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder_or_gguf))
-    tokenizer.padding_side = "left"
-    ensure_pad_token(tokenizer, folder_or_gguf)
-    return tokenizer
+
+    def load():
+        from transformers import AutoTokenizer
+
+        if path.suffix == ".gguf":
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(folder_or_gguf))
+        tokenizer.padding_side = "left"
+        return ensure_pad_token(tokenizer, folder_or_gguf)
+
+    return memoized_tokenizer(path, load, "llama_cpp")
 
 
 def resolve_gguf(gguf: str | Path | None, offline_model: str | None, models_dir: str | Path) -> Path:

@@ -8,7 +8,7 @@ chat LM build it from the same config keys (``pretrained``, ``offline_model``, `
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,29 @@ def is_encoder_decoder(path: str, trust_remote_code: bool = False) -> bool:
     return bool(getattr(config, "is_encoder_decoder", False))
 
 
+_TOKENIZERS: dict[tuple, Any] = {}
+
+
+def _files_signature(source: str | Path) -> tuple:
+    """The names and modification times of a folder's files (a file: its own); empty for a hub id."""
+    path = Path(source)
+    if path.is_dir():
+        return tuple(sorted((f.name, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file()))
+    return (path.stat().st_mtime_ns,) if path.is_file() else ()
+
+
+def memoized_tokenizer(source: str | Path, load: Callable[[], Any], *options: Any):
+    """One tokenizer per source and options in a process. Sweep jobs in one process (the basic launcher)
+    each build their readers afresh, and Qwen2.5's tokenizer (151k-token vocabulary) takes seconds to parse.
+    Keyed by the source's files and their modification times, so a folder rewritten since is read again.
+    Every loader sets the same padding side and pad token, so the readers sharing one see the same; callers
+    treat it as read-only (deep-copy it to change a setting)."""
+    key = (str(source), _files_signature(source), *options)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = load()
+    return _TOKENIZERS[key]
+
+
 def load_tokenizer(
     pretrained: str | None,
     trust_remote_code: bool = False,
@@ -70,14 +93,18 @@ def load_tokenizer(
     models_dir: str | Path = DEFAULT_MODELS_DIR,
 ):
     """The reader's tokenizer alone (no weights), left-padded for causal LMs, with a pad token."""
-    from transformers import AutoTokenizer
-
     path = resolve_pretrained(pretrained, offline_model, models_dir)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-    if not is_encoder_decoder(path, trust_remote_code):
-        # Generation appends to the right end of every row, so prompts must end flush right.
-        tokenizer.padding_side = "left"
-    return ensure_pad_token(tokenizer, path)
+
+    def load():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        if not is_encoder_decoder(path, trust_remote_code):
+            # Generation appends to the right end of every row, so prompts must end flush right.
+            tokenizer.padding_side = "left"
+        return ensure_pad_token(tokenizer, path)
+
+    return memoized_tokenizer(path, load, "transformers", trust_remote_code)
 
 
 def ensure_pad_token(tokenizer, source: str | Path):
