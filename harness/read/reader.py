@@ -205,6 +205,7 @@ class Reader:
         self.llama_cpp = llama_settings
         self.vllm = vllm_settings
         self._gguf_identity: str | None = None
+        self._vllm_identity: str | None = None
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
         self.response_cache = ResponseCache(self.cache, decode=_cached_response)
@@ -237,11 +238,14 @@ class Reader:
         dtype = self.dtype_name
         if self.backend == "vllm":
             # vLLM schedules prompts into batches of its own (continuous batching), so no batch size here.
-            return (
-                f"{self.model_id}|backend=vllm|files={model_files_digest(self.model_path)}|dtype={dtype}"
-                f"|{self.vllm.identity}|decode=greedy|max_new_tokens={self.max_new_tokens}"
-                f"|vllm={vllm_version(vllm_python(self.vllm.python))}"
-            )
+            # The files' digest and vLLM's version are read once per reader, not once per cache key.
+            if self._vllm_identity is None:
+                self._vllm_identity = (
+                    f"files={model_files_digest(self.model_path)}|dtype={dtype}|{self.vllm.identity}"
+                    f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
+                    f"|vllm={vllm_version(vllm_python(self.vllm.python))}"
+                )
+            return f"{self.model_id}|backend=vllm|{self._vllm_identity}"
         return (
             f"{self.model_id}|dtype={dtype}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
