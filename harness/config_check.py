@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,12 @@ RULES = [
 def allowed_top_level_keys(config_file: Path = CONFIG_FILE) -> set[str]:
     """The keys config.yaml defines plus one per config group of its defaults list, so a key added there
     is allowed without touching this module."""
+    return set(_top_level_keys(str(config_file), Path(config_file).stat().st_mtime_ns))
+
+
+@lru_cache(maxsize=8)
+def _top_level_keys(config_file: str, mtime_ns: int) -> frozenset[str]:
+    # Parsed once per process and file version: every sweep job is checked, twice (command line, pipeline).
     base = OmegaConf.load(config_file)
     keys = {str(k) for k in base if k != "defaults"}
     for entry in base.get("defaults", []):
@@ -106,7 +113,7 @@ def allowed_top_level_keys(config_file: Path = CONFIG_FILE) -> set[str]:
             group = str(group)
             if not group.startswith("override ") and "/" not in group:
                 keys.add(group)
-    return keys | _EXTRA_TOP_LEVEL
+    return frozenset(keys | _EXTRA_TOP_LEVEL)
 
 
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
