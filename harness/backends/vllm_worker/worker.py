@@ -24,7 +24,7 @@ import traceback
 
 
 def _start(engine: dict) -> tuple[object, dict]:
-    import vllm
+    import vllm  # pyright: ignore[reportMissingImports]  (vLLM is installed in its own venv only)
 
     began = time.perf_counter()
     llm = vllm.LLM(**engine)
@@ -32,7 +32,7 @@ def _start(engine: dict) -> tuple[object, dict]:
 
 
 def _generate(llm, request: dict) -> dict:
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # pyright: ignore[reportMissingImports]
 
     params = SamplingParams(
         temperature=0.0,  # greedy
