@@ -35,6 +35,20 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def files_signature(source: str | Path) -> tuple:
+    """Names, sizes and modification times of the files under a folder (dot files left out), or of one file;
+    empty for anything else (a hub id). What memos of files read from ``source`` are keyed by: a file
+    rewritten since changes it."""
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        return tuple((str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    if path.is_file():
+        stat = path.stat()
+        return ((path.name, stat.st_size, stat.st_mtime_ns),)
+    return ()
+
+
 def concatenate_verified(pieces: Sequence[Path], target: Path, sha256: str, label: str = "") -> Path:
     """Concatenate ``pieces`` in order into ``target`` atomically, checking the sha256 on the way."""
     label = label or target.name

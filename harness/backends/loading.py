@@ -17,6 +17,7 @@ import torch
 
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 from harness.backends.precision import machine_dtype
+from harness.model_files import files_signature
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +67,13 @@ def is_encoder_decoder(path: str, trust_remote_code: bool = False) -> bool:
 _TOKENIZERS: dict[tuple, Any] = {}
 
 
-def _files_signature(source: str | Path) -> tuple:
-    """The names and modification times of a folder's files (a file: its own); empty for a hub id."""
-    path = Path(source)
-    if path.is_dir():
-        return tuple(sorted((f.name, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file()))
-    return (path.stat().st_mtime_ns,) if path.is_file() else ()
-
-
 def memoized_tokenizer(source: str | Path, load: Callable[[], Any], *options: Any):
     """One tokenizer per source and options in a process. Sweep jobs in one process (the basic launcher)
     each build their readers afresh, and Qwen2.5's tokenizer (151k-token vocabulary) takes seconds to parse.
     Keyed by the source's files and their modification times, so a folder rewritten since is read again.
     Every loader sets the same padding side and pad token, so the readers sharing one see the same; callers
     treat it as read-only (deep-copy it to change a setting)."""
-    key = (str(source), _files_signature(source), *options)
+    key = (str(source), files_signature(source), *options)
     if key not in _TOKENIZERS:
         _TOKENIZERS[key] = load()
     return _TOKENIZERS[key]

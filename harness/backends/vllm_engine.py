@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import signals
+from harness.model_files import files_signature
 from harness.threads import available_cpus, resolve_threads
 
 log = logging.getLogger(__name__)
@@ -164,18 +165,14 @@ def model_files_digest(model: str | Path) -> str:
     folder = Path(model)
     if not folder.is_dir():
         return "hub"
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-    signature = tuple((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    return _folder_digest(str(folder.resolve()), signature)
+    return _folder_digest(str(folder.resolve()), files_signature(folder))
 
 
 class _Worker:
     """One engine replica: the worker process, its log file and the devices it may use."""
 
-    def __init__(self, python: str, env: dict[str, str], log_dir: Path | None, label: str) -> None:
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log", dir=log_dir)
+    def __init__(self, python: str, env: dict[str, str], label: str) -> None:
+        handle, name = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log")
         self.log_path = Path(name)
         self.label = label
         self.process = subprocess.Popen(
@@ -243,7 +240,6 @@ class VllmGenerator:
         settings: VllmSettings | None = None,
         add_special_tokens: bool = False,
         trust_remote_code: bool = False,
-        log_dir: str | Path | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -254,15 +250,14 @@ class VllmGenerator:
         self.settings = settings or VllmSettings()
         self.add_special_tokens = add_special_tokens
         self.trust_remote_code = trust_remote_code
-        self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_model_len = self.settings.max_model_len
         self._workers: list[_Worker] = []
         self.version: str | None = None
         self.start_seconds: float | None = None
-        # Totals over every request, for benchmarks and the run log.
+        # Totals over every request, for benchmarks.
         self.prompt_tokens = 0
         self.cached_tokens = 0
-        self.generate_seconds = 0.0
+        atexit.register(self.close)  # no engine outlives the run
 
     # ---- the workers ----------------------------------------------------------------------------
 
@@ -331,10 +326,7 @@ class VllmGenerator:
         if self.max_model_len is None:
             self.max_model_len = 2048
         environments = self._environments()
-        self._workers = [
-            _Worker(python, env, self.log_dir, f"replica {index}") for index, env in enumerate(environments)
-        ]
-        atexit.register(self.close)
+        self._workers = [_Worker(python, env, f"replica {index}") for index, env in enumerate(environments)]
         log.info(
             "starting vLLM %s on %s (dtype %s, max_model_len %d, %d replica(s)); logs: %s",
             self.version,
@@ -445,7 +437,6 @@ class VllmGenerator:
         for reply in replies:
             self.prompt_tokens += sum(reply["prompt_tokens"])
             self.cached_tokens += sum(reply["cached_tokens"])
-            self.generate_seconds += float(reply["seconds"])
         return texts
 
     @property

@@ -6,7 +6,7 @@ the harness is not importable there: this file uses the standard library and vLL
 
 - ``{"op": "start", "engine": {...}}``: build ``vllm.LLM(**engine)``; answers ``{"ok", "version", "seconds"}``.
 - ``{"op": "generate", "prompt_token_ids": [[...], ...], "max_tokens": n, "seed": s}``: greedy completion
-  of already-tokenized prompts; answers ``{"ok", "texts", "prompt_tokens", "cached_tokens", "seconds"}``,
+  of already-tokenized prompts; answers ``{"ok", "texts", "prompt_tokens", "cached_tokens"}``,
   ``cached_tokens`` being the prompt tokens each request found in the prefix cache.
 
 A failure answers ``{"ok": false, "error", "traceback"}`` and the worker waits for the next request. End of
@@ -40,7 +40,6 @@ def _generate(llm, request: dict) -> dict:
         seed=int(request.get("seed", 0)),
         skip_special_tokens=True,
     )
-    began = time.perf_counter()
     prompts = [{"prompt_token_ids": [int(t) for t in ids]} for ids in request["prompt_token_ids"]]
     outputs = llm.generate(prompts, params, use_tqdm=False)
     return {
@@ -48,7 +47,6 @@ def _generate(llm, request: dict) -> dict:
         "texts": [output.outputs[0].text for output in outputs],
         "prompt_tokens": [len(output.prompt_token_ids or []) for output in outputs],
         "cached_tokens": [int(getattr(output, "num_cached_tokens", None) or 0) for output in outputs],
-        "seconds": time.perf_counter() - began,
     }
 
 
