@@ -32,7 +32,8 @@ from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import POOL_CONFIG_KEYS, PoolCache, compute_pools, pool_key
-from harness.reuse import shared_instance, shared_result
+from harness.read.prompt import GENERATION_ONLY_KEYS
+from harness.reuse import content_digest, shared_instance, shared_result
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
 from harness.types import Context, Pool, Snippet
@@ -283,7 +284,7 @@ class Pipeline:
 
         computed: list[bool] = []
 
-        def select_and_cut() -> tuple[list[Selection], list[list[Snippet]], np.ndarray, dict[str, float]]:
+        def select_and_cut() -> tuple[list[Selection], list[list[Snippet]], np.ndarray, dict[str, float], str | None]:
             computed.append(True)
             seconds: dict[str, float] = {}
             start = time.perf_counter()
@@ -292,11 +293,13 @@ class Pipeline:
             start = time.perf_counter()
             all_snippets, flat_vectors = self.snippets(selections)
             seconds["snippets"] = time.perf_counter() - start
-            return selections, all_snippets, flat_vectors, seconds
+            # What packing depends on, by content: seeds that drew the same pools share their packings.
+            digest = content_digest(selections, all_snippets, flat_vectors, retrieval)
+            return selections, all_snippets, flat_vectors, seconds, digest
 
         # A packer x budget grid over the same pools selects and cuts snippets once (harness.reuse).
         start = time.perf_counter()
-        selections, all_snippets, flat_vectors, seconds = (
+        selections, all_snippets, flat_vectors, seconds, digest = (
             select_and_cut() if force else shared_result("selection", self.selection_key(), select_and_cut)
         )
         if not computed:  # reused: this run spent only the look-up
@@ -305,10 +308,45 @@ class Pipeline:
             self.timings[stage] = self.timings.get(stage, 0.0) + value
         self.stage_line("select", f"tree={self.tree.name} diversifier={self.diversifier.name}", "select", "snippets")
 
+        start = time.perf_counter()
+        packed: list[bool] = []
+
+        def pack_all() -> list[Prepared]:
+            packed.append(True)
+            return self.pack(selections, all_snippets, flat_vectors, retrieval)
+
+        key = None if force or digest is None else self.packing_key(digest)
+        prepared = pack_all() if key is None else shared_result("packing", key, pack_all)
+        self._timed("pack", start)
+        mean_tokens = sum(p.figures[CONTEXT_TOKENS] for p in prepared) / max(len(prepared), 1)
+        reused = "" if packed else ", reused from a run with the same pools"
+        self.stage_line(
+            "pack", f"packer={self.packer.name} B={cfg.budget}: {mean_tokens:.0f} context tokens on average{reused}"
+        )
+        return prepared
+
+    def packing_key(self, selection_digest: str) -> str:
+        """Everything ``pack`` depends on: the selection's content, the packer, the budget, the reader's
+        settings bar the generation-only ones (its tokenizer and prompt count) and, for a packer that draws
+        random numbers, the seed."""
+        resolved = self.resolved
+        reader = {k: v for k, v in (resolved["reader"] or {}).items() if k not in GENERATION_ONLY_KEYS}
+        seed = int(self.cfg.seed) if self.packer.seeded else None
+        return stable_hash(selection_digest, resolved["packer"], reader, int(self.cfg.budget), seed)
+
+    def pack(
+        self,
+        selections: list[Selection],
+        all_snippets: list[list[Snippet]],
+        flat_vectors: np.ndarray,
+        retrieval: list[dict],
+    ) -> list[Prepared]:
+        """Every question's packed context, its prompt and the reader-independent figures."""
+        cfg = self.cfg
         tokens = self.reader.token_counter
         threadpools = ThreadpoolController()
         prepared: list[Prepared] = []
-        start, offset = time.perf_counter(), 0
+        offset = 0
         budget, seed = int(cfg.budget), int(cfg.seed)
         contexts: list[Context] = []
         for (pool, selected, _, _), snippets in zip(
@@ -361,9 +399,6 @@ class Pipeline:
                 PROMPT_TOKENS: n,
             }
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
-        self._timed("pack", start)
-        mean_tokens = sum(p.figures[CONTEXT_TOKENS] for p in prepared) / max(len(prepared), 1)
-        self.stage_line("pack", f"packer={self.packer.name} B={budget}: {mean_tokens:.0f} context tokens on average")
         return prepared
 
     def read(self, prepared: list[Prepared]) -> list[str]:

@@ -7,7 +7,8 @@ the same pool file again: about a second of fixed cost per job. A stage object k
 its in-memory look-ups (token counts, embeddings) carry over with it. Results that depend only on the pools
 and the stages before the packer (the tree, the diversifier's choice, the snippets with their costs and
 embeddings) are kept under a key of everything they depend on, so a packer x budget grid selects and
-embeds each pool once.
+embeds each pool once. A packing is kept under a key of its inputs' content (``content_digest``): seeds that
+draw the same questions into the same pools pack each (packer, budget) once, whatever their config says.
 
 Bounded on purpose: one object per config group (the last config seen), so a reader ladder holds one set of
 weights at a time, and a few results of each kind (a sweep's seeds alternate from job to job).
@@ -15,6 +16,8 @@ weights at a time, and a few results of each kind (a sweep's seeds alternate fro
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -55,6 +58,17 @@ def shared_result(kind: str, key: str, compute: Callable[[], T]) -> T:
     while len(held) > RESULTS_PER_KIND:
         held.popitem(last=False)
     return value
+
+
+def content_digest(*values: Any) -> str | None:
+    """A digest of ``values`` by content (their pickle: numpy arrays, dataclasses, dicts), or None when one
+    cannot be pickled. Equal digests mean equal bytes, hence equal content; equal content may still give
+    another digest (pickle records shared references), which only costs a recomputation."""
+    try:
+        payload = pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return hashlib.blake2b(payload, digest_size=32).hexdigest()
 
 
 def clear() -> None:

@@ -113,3 +113,42 @@ def test_cli_help_and_cfg():
         [sys.executable, "-m", "harness", "--cfg", "job"], check=False, cwd=REPO, capture_output=True, text=True
     )
     assert shown.returncode == 0 and "budget: 160" in shown.stdout
+
+
+def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random_numbers(tmp_path, monkeypatch):
+    """Every seed draws the whole demo set, so seed 13's pools equal seed 42's: its packing is seed 42's,
+    not a recomputation; a packer that declares ``seeded`` (it draws from the seed) packs again."""
+    from harness import reuse
+    from harness.pack.submod import SubmodularPacker
+
+    reuse.clear()
+    calls: list[int] = []
+    original = SubmodularPacker.pack
+
+    def counted(self, request):
+        calls.append(request.seed)
+        return original(self, request)
+
+    monkeypatch.setattr(SubmodularPacker, "pack", counted)
+
+    def prepared(seed: int, budget: int = 96):
+        cfg = compose_cfg(
+            ["dataset=demo", "packer=submod", f"budget={budget}", f"seed={seed}", "logger=none"]
+            + [f"paths.cache_dir={tmp_path}"]
+        )
+        pipeline = Pipeline(cfg)
+        return pipeline.prepare(pipeline.load())
+
+    first = prepared(42)
+    n = len(first)
+    assert len(calls) == n
+    again = prepared(13)
+    assert len(calls) == n  # reused
+    assert [p.context_text for p in again] == [p.context_text for p in first]
+    assert [p.figures for p in again] == [p.figures for p in first]
+    prepared(13, budget=128)  # another budget is another packing
+    assert len(calls) == 2 * n
+    monkeypatch.setattr(SubmodularPacker, "seeded", True)
+    prepared(7)
+    assert calls[-n:] == [7] * n  # keyed by its seed: packed afresh
+    reuse.clear()

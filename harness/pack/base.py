@@ -47,6 +47,9 @@ class Packer(ABC):
     #: packers that never look at snippets (whole candidates as the context) set this to False,
     #: which spares the pipeline splitting and embedding them
     uses_snippets: bool = True
+    #: packers that draw random numbers (from ``PackingRequest.seed``) set this: the pipeline then keys
+    #: their packings by the run's seed too, instead of reusing another seed's packing of the same inputs
+    seeded: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name

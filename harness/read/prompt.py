@@ -6,6 +6,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# Reader settings that change how answers are generated but never a prompt or its token count: a packing is
+# reused across them (harness.pipeline.Pipeline.packing_key). An unlisted key counts, so a new one errs safe.
+GENERATION_ONLY_KEYS = frozenset(
+    {
+        "batch_size",
+        "max_new_tokens",
+        "num_beams",
+        "cache_dir",
+        "trainer",
+        "sort_by_length",
+        "show_progress",
+        "torch_threads",
+        "llama_cpp",
+        "vllm",
+    }
+)
+
 
 def has_chat_template(tokenizer) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
