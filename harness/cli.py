@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness import signals, threads
-from harness.config_check import ConfigError, validate
+from harness.config_check import ConfigError
 from harness.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
@@ -108,8 +108,7 @@ def hydra_main(cfg: DictConfig) -> None:
     # choose their thread count take their share of the CPUs (harness.threads).
     threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)
     try:
-        validate(cfg)
-        from harness.pipeline import run
+        from harness.pipeline import run  # validates the config before any model loads
 
         run(cfg, output_dir, choices=choices)
     except ConfigError as error:
