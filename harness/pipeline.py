@@ -36,6 +36,7 @@ from harness.read.prompt import GENERATION_ONLY_KEYS
 from harness.reuse import content_digest, shared_instance, shared_result
 from harness.stage import stage_columns
 from harness.tree.base import TreeServices
+from harness.tree.none import NoTree
 from harness.types import Context, Pool, Snippet
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,15 @@ class Pipeline:
         # The same pools are read once per process (the key names the cache folder too: the memo is
         # process-wide); cache.force recomputes them.
         self.pools_key = stable_hash(key, store.where(key))
-        return load_or_compute() if force else shared_result("pools", self.pools_key, load_or_compute)
+        if force:
+            pools, retrieval = load_or_compute()
+            self.pools_digest = None
+            return pools, retrieval
+        pools, retrieval = shared_result("pools", self.pools_key, load_or_compute)
+        # The pools' content: seeds whose pools came out the same (no stage before the tree drew from the
+        # seed) select, cut and pack them once.
+        self.pools_digest = shared_result("pools_digest", self.pools_key, lambda: content_digest(pools, retrieval))
+        return pools, retrieval
 
     def select(self, pools: list[Pool]) -> list[Selection]:
         """Each question's pool after the tree, the diversifier's choice from it, both stages' report
@@ -261,17 +270,25 @@ class Pipeline:
         return all_snippets, flat_vectors
 
     def selection_key(self) -> str:
-        """Everything ``select`` and ``snippets`` depend on besides the code of this process: the pools,
-        the tree, diversifier, k, snippet settings, the reader (its tokenizer costs snippets; trees use it
-        as their LM) and the encoder."""
+        """Everything ``select`` and ``snippets`` depend on besides the code of this process: the pools'
+        content, the tree, diversifier, k, snippet settings, the reader (its tokenizer costs snippets; trees
+        use it as their LM), the encoder and, for a tree that draws random numbers, the seed."""
         resolved = self.resolved
+        seed = int(self.cfg.seed) if self.tree.seeded else None
         return stable_hash(
-            self.pools_key,
-            *(resolved.get(group) for group in ("tree", "diversifier", "snippets", "reader")),
+            self.pools_digest or self.pools_key,
+            *(resolved.get(group) for group in ("tree", "diversifier", "snippets")),
+            # Without a tree the reader only costs snippets; a tree may call it as its LM.
+            self.prompt_settings() if isinstance(self.tree, NoTree) else resolved["reader"],
             resolved["retriever"]["encoder"],
             resolved["k"],
             bool(self.packer.uses_snippets),
+            seed,
         )
+
+    def prompt_settings(self) -> dict[str, Any]:
+        """The reader's settings bar the generation-only ones: what renders and counts its prompts."""
+        return {k: v for k, v in (self.resolved["reader"] or {}).items() if k not in GENERATION_ONLY_KEYS}
 
     def prepare(self, examples) -> list[Prepared]:
         cfg = self.cfg
@@ -284,7 +301,7 @@ class Pipeline:
 
         computed: list[bool] = []
 
-        def select_and_cut() -> tuple[list[Selection], list[list[Snippet]], np.ndarray, dict[str, float], str | None]:
+        def select_and_cut() -> tuple[list[Selection], list[list[Snippet]], np.ndarray, dict[str, float]]:
             computed.append(True)
             seconds: dict[str, float] = {}
             start = time.perf_counter()
@@ -293,14 +310,13 @@ class Pipeline:
             start = time.perf_counter()
             all_snippets, flat_vectors = self.snippets(selections)
             seconds["snippets"] = time.perf_counter() - start
-            # What packing depends on, by content: seeds that drew the same pools share their packings.
-            digest = content_digest(selections, all_snippets, flat_vectors, retrieval)
-            return selections, all_snippets, flat_vectors, seconds, digest
+            return selections, all_snippets, flat_vectors, seconds
 
         # A packer x budget grid over the same pools selects and cuts snippets once (harness.reuse).
         start = time.perf_counter()
-        selections, all_snippets, flat_vectors, seconds, digest = (
-            select_and_cut() if force else shared_result("selection", self.selection_key(), select_and_cut)
+        selection_key = None if force else self.selection_key()
+        selections, all_snippets, flat_vectors, seconds = (
+            select_and_cut() if selection_key is None else shared_result("selection", selection_key, select_and_cut)
         )
         if not computed:  # reused: this run spent only the look-up
             seconds = {"select": time.perf_counter() - start, "snippets": 0.0}
@@ -315,7 +331,7 @@ class Pipeline:
             packed.append(True)
             return self.pack(selections, all_snippets, flat_vectors, retrieval)
 
-        key = None if force or digest is None else self.packing_key(digest)
+        key = None if selection_key is None else self.packing_key(selection_key)
         prepared = pack_all() if key is None else shared_result("packing", key, pack_all)
         self._timed("pack", start)
         mean_tokens = sum(p.figures[CONTEXT_TOKENS] for p in prepared) / max(len(prepared), 1)
@@ -325,14 +341,11 @@ class Pipeline:
         )
         return prepared
 
-    def packing_key(self, selection_digest: str) -> str:
-        """Everything ``pack`` depends on: the selection's content, the packer, the budget, the reader's
-        settings bar the generation-only ones (its tokenizer and prompt count) and, for a packer that draws
-        random numbers, the seed."""
-        resolved = self.resolved
-        reader = {k: v for k, v in (resolved["reader"] or {}).items() if k not in GENERATION_ONLY_KEYS}
+    def packing_key(self, selection_key: str) -> str:
+        """Everything ``pack`` depends on: the selection, the packer, the budget, the reader's prompt
+        settings and, for a packer that draws random numbers, the seed."""
         seed = int(self.cfg.seed) if self.packer.seeded else None
-        return stable_hash(selection_digest, resolved["packer"], reader, int(self.cfg.budget), seed)
+        return stable_hash(selection_key, self.resolved["packer"], self.prompt_settings(), int(self.cfg.budget), seed)
 
     def pack(
         self,

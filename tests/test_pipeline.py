@@ -116,8 +116,9 @@ def test_cli_help_and_cfg():
 
 
 def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random_numbers(tmp_path, monkeypatch):
-    """Every seed draws the whole demo set, so seed 13's pools equal seed 42's: its packing is seed 42's,
-    not a recomputation; a packer that declares ``seeded`` (it draws from the seed) packs again."""
+    """Every seed draws the whole demo set, so seed 13's pools equal seed 42's: its selection and packing
+    are seed 42's, not a recomputation. Pools a seed changed (injected near-duplicates), and a packer that
+    declares ``seeded`` (it draws from the seed), are packed again."""
     from harness import reuse
     from harness.pack.submod import SubmodularPacker
 
@@ -131,10 +132,10 @@ def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random
 
     monkeypatch.setattr(SubmodularPacker, "pack", counted)
 
-    def prepared(seed: int, budget: int = 96):
+    def prepared(seed: int, budget: int = 96, *extra: str):
         cfg = compose_cfg(
             ["dataset=demo", "packer=submod", f"budget={budget}", f"seed={seed}", "logger=none"]
-            + [f"paths.cache_dir={tmp_path}"]
+            + [f"paths.cache_dir={tmp_path}", *extra]
         )
         pipeline = Pipeline(cfg)
         return pipeline.prepare(pipeline.load())
@@ -148,6 +149,10 @@ def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random
     assert [p.figures for p in again] == [p.figures for p in first]
     prepared(13, budget=128)  # another budget is another packing
     assert len(calls) == 2 * n
+    # Near-duplicates injected with each seed's draw make other pools: selected and packed again.
+    prepared(42, 96, "perturb=inject", "perturb.rho=0.5")
+    prepared(13, 96, "perturb=inject", "perturb.rho=0.5")
+    assert calls[-2 * n :] == [42] * n + [13] * n
     monkeypatch.setattr(SubmodularPacker, "seeded", True)
     prepared(7)
     assert calls[-n:] == [7] * n  # keyed by its seed: packed afresh

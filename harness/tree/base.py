@@ -24,6 +24,10 @@ class Tree(ABC):
     """One tree object serves every question of a run, so it keeps no per-question state: what it
     learns about a question (class, nodes per layer, build time) is returned with that question's pool."""
 
+    #: whether ``expand`` draws from ``TreeServices.seed`` (clustering does): the pipeline then keys its
+    #: selections by the run's seed too; a tree that does not draw sets this to False
+    seeded: bool = True
+
     def __init__(self, name: str) -> None:
         self.name = name
 

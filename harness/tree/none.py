@@ -8,6 +8,8 @@ from harness.types import Pool
 
 
 class NoTree(Tree):
+    seeded = False
+
     def __init__(self, name: str = "none") -> None:
         super().__init__(name)
 
