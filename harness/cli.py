@@ -35,6 +35,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Installed on import, not only in main(): a launcher's worker processes (joblib's) import this module to
+# run their jobs, and compose each job's config there from config files read once per worker.
+compose_once()
+
 # Libraries whose INFO lines (faiss's search for AVX builds, model-loading notes) say nothing about the run.
 CHATTY_LOGGERS = ("faiss", "faiss.loader", "sentence_transformers", "transformers", "httpx", "urllib3", "filelock")
 
@@ -135,7 +139,6 @@ def hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     signals.install()
-    compose_once()
     try:
         hydra_main()
     except signals.Interrupted as stop:

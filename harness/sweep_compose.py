@@ -5,7 +5,9 @@ Hydra's sweeper composes every job's config to check a batch before it launches 
 job: about 0.2 s each for this config tree, as much as a reader-free job's whole packing work. With
 ``compose_once()`` installed, a composition is kept from the check and handed to the launcher's first
 request for the same master config and overrides; any other request composes as before. Launchers that
-compose in the launching process (basic, joblib, submitit, ray) all gain.
+compose in the launching process (basic, submitit, ray) gain; joblib composes again in its workers. At
+most ``KEPT_COMPOSITIONS`` are held, so a sweep of thousands of jobs (or a launcher that never asks in
+this process) holds a bounded number of configs.
 
 A third of each composition is Hydra reading and parsing the same YAML files (and their defaults lists)
 again, because its per-composition cache starts empty. ``compose_once()`` also keeps each loaded file
@@ -28,6 +30,7 @@ _MARK = "_harness_compose_once"
 # they are re-read when their modification time or size changes; structured configs (the ConfigStore,
 # filled at run time) are never kept.
 _PACKAGE_SCHEMES = ("pkg://",)
+KEPT_COMPOSITIONS = 256
 
 
 def compose_once() -> None:
@@ -44,7 +47,7 @@ def compose_once() -> None:
         if held is not None and held[0] is master_config:
             return held[1]
         composed = original(self, master_config, sweep_overrides)
-        if held is None:
+        if held is None and len(kept) < KEPT_COMPOSITIONS:
             # First request (the sweeper's check, which only looks at it): kept for the launcher.
             kept[key] = (master_config, composed)
         return composed
