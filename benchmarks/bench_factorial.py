@@ -139,6 +139,12 @@ def main() -> None:
         for stage, seconds in sorted(stages.items(), key=lambda kv: -kv[1]):
             print(f"  {stage:<10} {seconds:7.1f} s  {1000 * seconds / max(packings, 1):6.2f} ms/packing")
         print(f"  {'(fixed)':<10} {warm - staged:7.1f} s  {(warm - staged) / max(jobs, 1):6.2f} s/job")
+        counters = figures["counters"]
+        print(
+            f"jobs that reused another job's work (same pools in this process): "
+            f"selections {counters.get('selections_reused', 0)} of {jobs}, "
+            f"packings {counters.get('packings_reused', 0)} of {jobs}"
+        )
         if args.reader:
             generated = cold_figures["counters"].get("reader_prompts_generated", 0)
             print(

@@ -150,6 +150,8 @@ class Pipeline:
         # Counters of shared objects run across jobs: this run reports what it added to them.
         self._counter_start = self.counters()
         self.timings: dict[str, float] = {}
+        # 1 where this run's selections / packings were another run's in this process (harness.reuse).
+        self.reused = {"selections": 0, "packings": 0}
         self.raw_answers: dict[str, str] = {}
 
     def counters(self) -> dict[str, int | None]:
@@ -318,6 +320,7 @@ class Pipeline:
         selections, all_snippets, flat_vectors, seconds = (
             select_and_cut() if selection_key is None else shared_result("selection", selection_key, select_and_cut)
         )
+        self.reused["selections"] = int(not computed)
         if not computed:  # reused: this run spent only the look-up
             seconds = {"select": time.perf_counter() - start, "snippets": 0.0}
         for stage, value in seconds.items():
@@ -334,6 +337,7 @@ class Pipeline:
         key = None if selection_key is None else self.packing_key(selection_key)
         prepared = pack_all() if key is None else shared_result("packing", key, pack_all)
         self._timed("pack", start)
+        self.reused["packings"] = int(not packed)
         mean_tokens = sum(p.figures[CONTEXT_TOKENS] for p in prepared) / max(len(prepared), 1)
         reused = "" if packed else ", reused from a run with the same pools"
         self.stage_line(
@@ -558,6 +562,6 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         output_dir,
         pipeline.timings,
         key,
-        counters=pipeline.counters(),
+        counters={**pipeline.counters(), **{f"{kind}_reused": n for kind, n in pipeline.reused.items()}},
     )
     return rows

@@ -138,13 +138,16 @@ def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random
             + [f"paths.cache_dir={tmp_path}", *extra]
         )
         pipeline = Pipeline(cfg)
+        pipelines.append(pipeline)
         return pipeline.prepare(pipeline.load())
 
+    pipelines: list[Pipeline] = []
     first = prepared(42)
     n = len(first)
     assert len(calls) == n
     again = prepared(13)
     assert len(calls) == n  # reused
+    assert [p.reused for p in pipelines] == [{"selections": 0, "packings": 0}, {"selections": 1, "packings": 1}]
     assert [p.context_text for p in again] == [p.context_text for p in first]
     assert [p.figures for p in again] == [p.figures for p in first]
     prepared(13, budget=128)  # another budget is another packing
