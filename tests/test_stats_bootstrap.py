@@ -144,3 +144,23 @@ def test_summarize_columns():
     assert (summary["ci_low"] <= summary["mean"]).all() and (summary["mean"] <= summary["ci_high"]).all()
     with pytest.raises(KeyError, match="rouge"):
         summarize_columns(df, ["em", "rouge"])
+
+
+def test_summarize_columns_resampled_together_equal_one_column_at_a_time():
+    """Columns sharing their missing rows share one scipy call (and its draws): each interval is the one
+    bootstrap_mean_ci gives the column alone, to rounding."""
+    rng = np.random.default_rng(3)
+    n = 57
+    frame = pd.DataFrame({f"m{i}": rng.random(n) for i in range(6)})  # six columns, one mask: two calls
+    frame["binary"] = rng.integers(0, 2, n).astype(float)
+    frame["holes"] = np.where(rng.random(n) < 0.3, np.nan, rng.random(n))
+    frame["one"] = [np.nan] * (n - 1) + [0.5]
+    frame["none"] = np.nan
+    summary = summarize_columns(frame, list(frame.columns), n_resamples=700, seed=11).set_index("metric")
+    for column in frame.columns:
+        alone = bootstrap_mean_ci(frame[column].to_numpy(), n_resamples=700, seed=11)
+        together = summary.loc[column, ["mean", "ci_low", "ci_high"]].to_numpy(dtype=float)
+        np.testing.assert_allclose(together, alone, rtol=0, atol=1e-12, equal_nan=True)
+    assert summary.loc["holes", "n"] == frame["holes"].notna().sum()
+    assert summary.loc["one", "n"] == 1 and np.isnan(summary.loc["one", "ci_low"])
+    assert summary.loc["none", "n"] == 0 and np.isnan(summary.loc["none", "mean"])

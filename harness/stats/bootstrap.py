@@ -22,8 +22,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-# Resampled arrays are built in batches of about this many elements to bound memory.
+# Resampled arrays are built in batches of about this many elements (per column) to bound memory.
 _BATCH_ELEMENTS = 2_000_000
+# summarize_columns resamples at most this many columns in one call: a few times _BATCH_ELEMENTS at once.
+_COLUMNS_PER_CALL = 4
 # scipy >= 1.15 takes the generator as `rng`; older releases (the declared floor is 1.11) as `random_state`.
 _SCIPY_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
@@ -43,6 +45,9 @@ def _non_nan_values(values: Any, name: str = "values") -> np.ndarray:
 
 
 def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: float, seed: int):
+    """scipy's percentile bootstrap of the mean along the last axis. A 2-D sample (one row per column of
+    results, all of one length) shares the draws: each row's interval equals that of a call on the row
+    alone, since the batches depend on the row length only."""
     return stats.bootstrap(
         (sample,),
         np.mean,
@@ -50,7 +55,8 @@ def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: floa
         confidence_level=confidence,
         method="percentile",
         vectorized=True,
-        batch=max(1, _BATCH_ELEMENTS // sample.size),
+        axis=-1,
+        batch=max(1, _BATCH_ELEMENTS // sample.shape[-1]),
         **{_SCIPY_RNG_KEYWORD: np.random.default_rng(seed)},
     )
 
@@ -299,9 +305,32 @@ def summarize_columns(df: pd.DataFrame, columns: Sequence[str], n_resamples: int
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise KeyError(f"columns not in the results frame: {missing}")
-    rows = []
-    for column in columns:
-        series = pd.to_numeric(df[column], errors="raise").astype(float)
-        mean, low, high = bootstrap_mean_ci(series.to_numpy(), n_resamples=n_resamples, seed=seed)
-        rows.append({"metric": column, "mean": mean, "ci_low": low, "ci_high": high, "n": int(series.notna().sum())})
+    _check_resampling_args(n_resamples)
+    values = {column: pd.to_numeric(df[column], errors="raise").to_numpy(dtype=float) for column in columns}
+    # Columns with the same missing rows are resampled together (one scipy call, the same draws that a
+    # call per column makes), a few at a time to bound the resampled array's memory.
+    by_mask: dict[bytes, list[str]] = {}
+    for column, array in values.items():
+        by_mask.setdefault(np.isnan(array).tobytes(), []).append(column)
+    figures: dict[str, tuple[float, float, float]] = {}
+    for group in by_mask.values():
+        for start in range(0, len(group), _COLUMNS_PER_CALL):
+            chunk = group[start : start + _COLUMNS_PER_CALL]
+            sample = np.stack([_non_nan_values(values[c]) for c in chunk])
+            if sample.shape[1] < 2:  # nothing to resample (bootstrap_mean_ci's NaN cases)
+                figures.update({c: bootstrap_mean_ci(values[c], n_resamples, seed=seed) for c in chunk})
+                continue
+            interval = _percentile_bootstrap(sample, n_resamples, 0.95, seed).confidence_interval
+            for row, column in enumerate(chunk):
+                figures[column] = (float(sample[row].mean()), float(interval.low[row]), float(interval.high[row]))
+    rows = [
+        {
+            "metric": column,
+            "mean": figures[column][0],
+            "ci_low": figures[column][1],
+            "ci_high": figures[column][2],
+            "n": int(np.count_nonzero(~np.isnan(values[column]))),
+        }
+        for column in columns
+    ]
     return pd.DataFrame(rows, columns=["metric", "mean", "ci_low", "ci_high", "n"])
