@@ -226,6 +226,24 @@ def test_input_files_digest_follows_the_bytes_of_the_dataset_file(tmp_path):
     assert fingerprint.input_files_digest({"path": str(folder)}) != before
 
 
+def test_a_settled_dataset_file_is_digested_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    data = tmp_path / "d.json"
+    data.write_text('[{"a": 1}]')
+    settled = data.stat().st_mtime_ns - 10**10
+    os.utime(data, ns=(settled, settled))
+    reads: list[Path] = []
+    digest_file = fingerprint._file_digest
+    monkeypatch.setattr(
+        fingerprint, "_file_digest", lambda path, digest: (reads.append(path), digest_file(path, digest))
+    )
+    first = fingerprint.input_files_digest({"path": str(data)})
+    assert fingerprint.input_files_digest({"path": str(data)}) == first
+    assert reads == [data]  # the second job's look-up read nothing
+    data.write_text('[{"a": 2}]')  # same size, modified just now: digested afresh
+    assert fingerprint.input_files_digest({"path": str(data)}) != first
+    assert len(reads) == 2
+
+
 def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     rel = {
         stage: {p.relative_to(fingerprint.PACKAGE_DIR).as_posix() for p in fingerprint.stage_files(stage)}
