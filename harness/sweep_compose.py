@@ -13,17 +13,30 @@ A third of each composition is Hydra reading and parsing the same YAML files (an
 again, because its per-composition cache starts empty. ``compose_once()`` also keeps each loaded file
 for the process, keyed by the search path and the file's modification time, and hands out deep copies,
 so a composition may change what it gets without touching what the next one reads.
+
+Most jobs of a sweep differ from an earlier one only in plain values (``budget=96`` vs ``budget=160``,
+``seed``): their defaults list, and so every merged file, is the same. Such a job's config is *derived*:
+a deep copy of the earlier job's composition with Hydra's own override step applied to it
+(``ConfigLoaderImpl._apply_overrides_to_config``), its task overrides and ``override_dirname`` rebuilt as
+Hydra builds them. Only overrides that Hydra would apply the same way on top of either config are derived:
+plain ``key=value`` changes of keys that are not config groups, to scalar values, the same keys in the same
+order as the earlier job's; every other job is composed in full. tests/test_sweep_compose.py checks every
+published sweep's jobs against full compositions, the hydra node included.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 from typing import Any
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.config_repository import ConfigRepository
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from hydra.plugins.config_source import ConfigResult, ConfigSource
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 _MARK = "_harness_compose_once"
 # Config sources that cannot change while the process runs: installed packages. Files may be edited, so
@@ -41,18 +54,24 @@ def compose_once() -> None:
     # (id(master), overrides) -> (master, composed config): the master is held so its id stays its own.
     kept: dict[tuple[int, tuple[str, ...]], tuple[Any, Any]] = {}
 
+    templates = _Templates()
+
     def load_sweep_config(self: ConfigLoaderImpl, master_config: Any, sweep_overrides: list[str]) -> Any:
         key = (id(master_config), tuple(sweep_overrides))
         held = kept.pop(key, None)
         if held is not None and held[0] is master_config:
             return held[1]
-        composed = original(self, master_config, sweep_overrides)
+        composed = templates.derive(self, master_config, sweep_overrides)
+        if composed is None:
+            composed = original(self, master_config, sweep_overrides)
+            templates.add(self, master_config, sweep_overrides, composed)
         if held is None and len(kept) < KEPT_COMPOSITIONS:
             # First request (the sweeper's check, which only looks at it): kept for the launcher.
             kept[key] = (master_config, composed)
         return composed
 
     setattr(load_sweep_config, _MARK, True)
+    load_sweep_config.__wrapped__ = original  # type: ignore[attr-defined]  # a full composition, for tests
     ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
     _keep_loaded_configs()
 
@@ -89,3 +108,88 @@ def _keep_loaded_configs() -> None:
         return result
 
     ConfigRepository.load_config = load_config  # type: ignore[method-assign]
+
+
+@dataclass
+class _Template:
+    """A job's full composition and what it was composed from."""
+
+    master: Any
+    groups: tuple[str, ...]  # every override that is not a derivable value, as written
+    value_keys: tuple[str, ...]  # the derivable values' keys, in order
+    config: DictConfig
+
+
+class _Templates:
+    """Full compositions that later jobs derive their configs from (one per set of group choices)."""
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self.held: list[_Template] = []
+        self.parser = OverridesParser.create()
+
+    def _split(
+        self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]
+    ) -> tuple[list[Override], tuple[str, ...], list[Override]] | None:
+        """(all parsed overrides, the non-derivable ones as written, the derivable values), or None when
+        the master config extends the search path (group look-ups would need Hydra's own repository)."""
+        if master.hydra.get("searchpath"):
+            return None
+        parsed = self.parser.parse_overrides(overrides=[*master.hydra.overrides.hydra, *overrides])
+        groups, values = [], []
+        for override in parsed:
+            if _is_plain_value(loader, override):
+                values.append(override)
+            else:
+                groups.append(override.input_line or "")
+        return parsed, tuple(groups), values
+
+    def add(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str], composed: DictConfig) -> None:
+        split = self._split(loader, master, overrides)
+        if split is None or len(self.held) >= self.LIMIT:
+            return
+        _, groups, values = split
+        keys = tuple(v.key_or_group for v in values)
+        if not any(t.master is master and t.groups == groups and t.value_keys == keys for t in self.held):
+            self.held.append(_Template(master, groups, keys, copy.deepcopy(composed)))
+
+    def derive(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]) -> DictConfig | None:
+        split = self._split(loader, master, overrides)
+        if split is None:
+            return None
+        parsed, groups, values = split
+        keys = tuple(v.key_or_group for v in values)
+        template = next(
+            (t for t in self.held if t.master is master and t.groups == groups and t.value_keys == keys), None
+        )
+        if template is None:
+            return None
+        config = copy.deepcopy(template.config)
+        # What _load_configuration_impl does after merging the defaults list, for the values that differ.
+        ConfigLoaderImpl._apply_overrides_to_config(values, config)
+        task = [o for o in parsed if not o.is_hydra_override()]
+        job = config.hydra.job
+        with open_dict(config.hydra):
+            config.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
+            config.hydra.overrides.task = [o.input_line for o in task]
+            job.override_dirname = get_overrides_dirname(
+                overrides=task,
+                kv_sep=job.config.override_dirname.kv_sep,
+                item_sep=job.config.override_dirname.item_sep,
+                exclude_keys=job.config.override_dirname.exclude_keys,
+            )
+        # As load_sweep_config does: the master's resolver cache (timestamps) for every job.
+        OmegaConf.copy_cache(from_config=master, to_config=config)
+        return config
+
+
+def _is_plain_value(loader: ConfigLoaderImpl, override: Override) -> bool:
+    """A ``key=value`` change of a config key (not a group) to one scalar: applied on top of any config
+    with the same defaults list, it gives what a full composition gives."""
+    if override.type != OverrideType.CHANGE or override.package is not None:
+        return False
+    if override.value_type != ValueType.ELEMENT or isinstance(override.value(), dict | list):
+        return False
+    key = override.key_or_group
+    return "/" not in key and not loader.repository.group_exists(key)

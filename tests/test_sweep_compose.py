@@ -7,9 +7,16 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from harness import sweep_compose
 from harness.sweep_compose import compose_once
 from tests.conftest import CONF, REPO
 
@@ -58,3 +65,37 @@ def test_an_edited_config_file_is_read_again(tmp_path):
     assert "note" not in before.packer
     assert after.packer.note == "edited"
     assert OmegaConf.to_container(after.packer) == {**OmegaConf.to_container(before.packer), "note": "edited"}
+
+
+SWEEPS = sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_sweeps_jobs_derive_the_configs_a_full_composition_gives(sweep, monkeypatch):
+    """The sweeper's own job list (command line + the sweep's params), each job's config as the launcher
+    gets it, hydra node included, equal to Hydra's full composition of the same overrides."""
+    compose_once()
+    derived: list[bool] = []
+    derive = sweep_compose._Templates.derive
+
+    def counted(self, *args):
+        config = derive(self, *args)
+        derived.append(config is not None)
+        return config
+
+    monkeypatch.setattr(sweep_compose._Templates, "derive", counted)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        arguments = [f"+sweeps={sweep}", "hydra.sweep.dir=/tmp/sweep-compose-test"]
+        master = loader.load_configuration("config", arguments, RunMode.MULTIRUN)
+        params = [f"{key}={value}" for key, value in master.hydra.sweeper.params.items()]
+        parsed = OverridesParser.create().parse_overrides([*params, *arguments])
+        jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        chosen = jobs if len(jobs) <= 8 else [*jobs[:6], *jobs[-2:]]
+        compose_fully = ConfigLoaderImpl.load_sweep_config.__wrapped__  # type: ignore[attr-defined]
+        for job in chosen:
+            for_launcher = loader.load_sweep_config(master, list(job))
+            assert OmegaConf.to_yaml(for_launcher) == OmegaConf.to_yaml(compose_fully(loader, master, list(job)))
+    value_keys = {k for k in master.hydra.sweeper.params if "/" not in k and k not in master.hydra.runtime.choices}
+    if value_keys and len(chosen) > 2:
+        assert any(derived), "no job was derived"
