@@ -46,6 +46,8 @@ def test_an_interval_including_zero_refutes_only_a_design_that_could_see_the_pap
         "not reproduced (the interval includes zero; MDE 0.020 below the paper's 0.050)"
     )
     assert verdict(0.01, 0.1, 1, mde=0.2, paper=0.05) == "reproduced"  # a clear interval needs no power argument
+    # relative changes (the trees' build time) read as percentages
+    assert verdict(-0.77, 2.26, -1, mde=2.442, paper=-0.81, percent=True) == "underpowered (MDE 244% vs paper −81%)"
 
 
 def test_contrast_pools_question_seed_pairs_and_reports_the_per_question_mean(tmp_path):

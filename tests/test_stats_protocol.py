@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,7 @@ from harness.stats.protocol import (
     misspecification_downside,
     operating_points,
     per_query_oracles,
+    regret_power,
     split_questions,
     tune_operating_points,
 )
@@ -93,6 +96,26 @@ def test_minimax_regret_by_hand():
     assert regret.loc["B", "regret@0.0"] == pytest.approx(0.2) and regret.loc["B", "regret@0.4"] == pytest.approx(0.0)
     assert regret["max_regret"].to_dict() == pytest.approx({"A": 0.3, "B": 0.2})
     assert regret["minimax"].to_dict() == {"A": False, "B": True}
+
+
+def test_regret_power_tests_the_difference_behind_each_largest_regret_by_hand():
+    at_heavy = {"A": [0.1, 0.3, 0.5, 0.3], "B": [0.5, 0.6, 0.7, 0.6]}
+    records = [
+        {"method": m, "point": "p", "level": level, "question": f"q{i}", "seed": 1, "value": value}
+        for m in ("A", "B")
+        for level, values in ((0.0, [0.9 if m == "A" else 0.8] * 4), (0.4, at_heavy[m]))
+        for i, value in enumerate(values)
+    ]
+    scores = pd.DataFrame(records)
+    table = pd.DataFrame({0.0: [0.9, 0.8], 0.4: [0.3, 0.6]}, index=["A", "B"])
+    power = regret_power(scores, {"A": "p", "B": "p"}, table).set_index("method")
+    # A's largest regret (0.3) is at 0.4 against B: differences -0.4, -0.3, -0.2, -0.3, SD sqrt(0.02 / 3)
+    assert power.loc["A", "regret_level"] == 0.4 and power.loc["A", "regret_vs"] == "B"
+    assert power.loc["A", "regret_n"] == 4
+    assert power.loc["A", "regret_sd"] == pytest.approx(math.sqrt(0.02 / 3))
+    assert power.loc["A", "regret_mde"] == pytest.approx(minimum_detectable_effect(math.sqrt(0.02 / 3), 4))
+    # B's (0.1) is at 0.0 against A, a constant difference: SD 0, every effect detectable
+    assert power.loc["B", "regret_vs"] == "A" and power.loc["B", "regret_mde"] == 0.0
 
 
 def test_misspecification_downside_by_hand():

@@ -212,6 +212,39 @@ def minimax_regret(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def regret_power(scores: pd.DataFrame, chosen: dict[Any, str], table: pd.DataFrame) -> pd.DataFrame:
+    """Behind each method's largest regret (``minimax_regret``): the level, the best method there, and the
+    power of the paired per-query difference between the two at that level (queries with both, seeds
+    averaged): ``n``, its SD and the minimum detectable effect (α = 0.05, 80% power). A method that is
+    the best at its worst level has no regret to test (NaN)."""
+    per_query = query_means(at_chosen(scores, chosen)).droplevel("point")
+    regret = table.max(axis=0) - table
+    records = []
+    for method in table.index:
+        level = regret.loc[method].idxmax()
+        best = table[level].idxmax()
+        record = {"method": method, "regret_level": level, "regret_vs": best, "regret_n": 0}
+        record.update(regret_sd=math.nan, regret_mde=math.nan)
+        if best != method:
+            pair = pd.concat(
+                {
+                    side: per_query.xs((name, level), level=("method", "level"))
+                    for side, name in (("a", method), ("b", best))
+                },
+                axis=1,
+            ).dropna()
+            differences = (pair["a"] - pair["b"]).to_numpy(dtype=float)
+            if differences.size >= 2:
+                sd = float(np.std(differences, ddof=1))
+                record.update(
+                    regret_n=int(differences.size),
+                    regret_sd=sd,
+                    regret_mde=minimum_detectable_effect(sd, differences.size),
+                )
+        records.append(record)
+    return pd.DataFrame(records)
+
+
 def level_contrasts(
     scores: pd.DataFrame,
     chosen: dict[Any, str],
@@ -286,7 +319,7 @@ class DiversityStudy:
     oracles: pd.DataFrame  # method, level, oracle_mean, tuned_mean, reference_mean, share_improved, n
     contrasts: pd.DataFrame  # method, level, kind, mean_diff, ci_low, ci_high, p_value, n, sd, mde, p_holm
     downside: pd.DataFrame | None  # per method (None with a single level)
-    regret: pd.DataFrame | None  # per method (None with a single level)
+    regret: pd.DataFrame | None  # per method (None with a single level), with regret_power's columns
     redundancy: pd.Series | None = None  # mean measured pool redundancy per level
     trigger_rate: pd.DataFrame = field(default_factory=pd.DataFrame)  # method x level, for methods that report it
     reference: str = "knn"
@@ -349,7 +382,7 @@ def diversity_study(
         oracles=per_query_oracles(test, chosen, reference),
         contrasts=level_contrasts(test, chosen, reference, n_resamples, confidence, seed),
         downside=misspecification_downside(table, reference) if several_levels else None,
-        regret=minimax_regret(table) if several_levels else None,
+        regret=minimax_regret(table).merge(regret_power(test, chosen, table), on="method") if several_levels else None,
         redundancy=redundancy,
         trigger_rate=trigger,
         reference=reference,

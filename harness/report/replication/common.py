@@ -141,14 +141,23 @@ class Section:
 # helpers
 
 
-def verdict(low: float, high: float, direction: int = 1, mde: float = math.nan, paper: float = math.nan) -> str:
+def verdict(
+    low: float, high: float, direction: int = 1, mde: float = math.nan, paper: float = math.nan, percent: bool = False
+) -> str:
     """The claim's fate from an interval of (ours - theirs-baseline) in the paper's direction (+1 or -1).
 
     An interval that includes zero refutes the claim only if the design could have seen the paper's effect:
     with the minimum detectable effect ``mde`` (harness.stats.power) at or above the paper's ``paper``
-    effect it reads *underpowered* instead of *not reproduced*."""
+    effect it reads *underpowered* instead of *not reproduced*. ``percent``: the effects are relative
+    changes, shown as percentages."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "not testable (no interval)"
+
+    def show(value: float, signed: bool = False) -> str:
+        if percent:
+            return (f"{value:+.0%}" if signed else f"{value:.0%}").replace("-", "−")
+        return f"{value:+.3f}" if signed else f"{value:.3f}"
+
     low, high = (low, high) if direction > 0 else (-high, -low)
     if low > 0:
         return "reproduced"
@@ -156,10 +165,10 @@ def verdict(low: float, high: float, direction: int = 1, mde: float = math.nan, 
         return "reversed"
     if math.isfinite(mde) and math.isfinite(paper):
         if mde >= abs(paper):
-            return f"underpowered (MDE {mde:.3f} vs paper {paper:+.3f})"
-        return f"not reproduced (the interval includes zero; MDE {mde:.3f} below the paper's {abs(paper):.3f})"
+            return f"underpowered (MDE {show(mde)} vs paper {show(paper, signed=True)})"
+        return f"not reproduced (the interval includes zero; MDE {show(mde)} below the paper's {show(abs(paper))})"
     if math.isfinite(mde):
-        return f"not reproduced (the interval includes zero; MDE {mde:.3f})"
+        return f"not reproduced (the interval includes zero; MDE {show(mde)})"
     return "not reproduced (the interval includes zero)"
 
 

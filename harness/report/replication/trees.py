@@ -102,7 +102,7 @@ def trees_section(settings: Settings) -> Section:
             low, high, se = _ratio_ci(a, b, settings)
             mde = mde_from_standard_error(se)
             # Only the build time has a figure in the paper; "fewer nodes" is a direction without a size.
-            outcome = verdict(low, high, direction=-1, mde=mde, paper=effect)
+            outcome = verdict(low, high, direction=-1, mde=mde, paper=effect, percent=True)
             figure = f"{change:+.0%} [{low:+.0%}, {high:+.0%}]"
             power = f"{len(a)} DTCRS and {len(b)} RAPTOR builds, MDE {mde:.0%}"
             verdicts.append(
