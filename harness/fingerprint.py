@@ -34,6 +34,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cache import stable_hash
+from harness.model_files import files_signature
 from harness.types import Document, Example
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -218,26 +219,23 @@ def _file_digest(path: Path, digest) -> None:
             digest.update(block)
 
 
-# (key, path, modification time, size) of each named file -> their digest: the jobs of a sweep name the
-# same dataset file, read once per process instead of twice per job.
-_FILE_DIGESTS: dict[tuple[tuple[str, str, int, int], ...], str] = {}
+# (key, path, files_signature) of each named file -> their digest: the jobs of a sweep name the same dataset
+# file, read once per process instead of twice per job.
+_FILE_DIGESTS: dict[tuple[tuple[str, str, tuple], ...], str] = {}
 # A file modified this recently may be rewritten within the same clock tick, same size, same stamp (git's
 # "racily clean" case): such a file is digested afresh every time.
 _SETTLED_NS = 2_000_000_000
 
 
-def _file_stamps(named: list[tuple[str, Path]]) -> tuple[tuple[str, str, int, int], ...] | None:
+def _file_stamps(named: list[tuple[str, Path]]) -> tuple[tuple[str, str, tuple], ...] | None:
     """The stamps of ``named`` files, or None when one is a folder, missing or just modified."""
     stamps = []
     now = time.time_ns()
     for key, path in named:
-        try:
-            stat = path.stat()
-        except OSError:
+        signature = files_signature(path) if path.is_file() else ()
+        if not signature or now - signature[0][2] < _SETTLED_NS:  # (name, size, mtime_ns)
             return None
-        if not path.is_file() or now - stat.st_mtime_ns < _SETTLED_NS:
-            return None
-        stamps.append((key, str(path), stat.st_mtime_ns, stat.st_size))
+        stamps.append((key, str(path), signature))
     return tuple(stamps)
 
 
@@ -270,9 +268,10 @@ def input_files_digest(dataset_cfg: Any) -> str:
                 _file_digest(sub, digest)
         else:
             digest.update(b"<missing>")
+    result = digest.hexdigest()
     if stamps is not None:
-        _FILE_DIGESTS[stamps] = digest.hexdigest()
-    return digest.hexdigest()
+        _FILE_DIGESTS[stamps] = result
+    return result
 
 
 # ---- config -----------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from hydra.plugins.config_source import ConfigResult, ConfigSource
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from harness.model_files import files_signature
+
 _MARK = "_harness_compose_once"
 # Config sources that cannot change while the process runs: installed packages. Files may be edited, so
 # they are re-read when their modification time or size changes; structured configs (the ConfigStore,
@@ -61,10 +63,12 @@ def compose_once() -> None:
         held = kept.pop(key, None)
         if held is not None and held[0] is master_config:
             return held[1]
-        composed = templates.derive(self, master_config, sweep_overrides)
+        split = templates.split(self, master_config, sweep_overrides)
+        composed = None if split is None else templates.derive(master_config, split)
         if composed is None:
             composed = original(self, master_config, sweep_overrides)
-            templates.add(self, master_config, sweep_overrides, composed)
+            if split is not None:
+                templates.add(master_config, split, composed)
         if held is None and len(kept) < KEPT_COMPOSITIONS:
             # First request (the sweeper's check, which only looks at it): kept for the launcher.
             kept[key] = (master_config, composed)
@@ -76,14 +80,10 @@ def compose_once() -> None:
     _keep_loaded_configs()
 
 
-def _file_stamp(result: ConfigResult, config_path: str) -> tuple[int, int] | None:
-    """Modification time and size of the YAML file a file source read ``config_path`` from."""
+def _file_stamp(result: ConfigResult, config_path: str) -> tuple | None:
+    """The signature (size, modification time) of the YAML file a file source read ``config_path`` from."""
     directory = result.path.removeprefix("file://")
-    try:
-        stat = os.stat(os.path.join(directory, ConfigSource._normalize_file_name(config_path)))
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
+    return files_signature(os.path.join(directory, ConfigSource._normalize_file_name(config_path))) or None
 
 
 def _keep_loaded_configs() -> None:
@@ -111,12 +111,21 @@ def _keep_loaded_configs() -> None:
 
 
 @dataclass
+class _Split:
+    """A job's overrides: all of them parsed, the derivable values, and the key of the template they fit:
+    (every override that is not a derivable value, as written; the derivable values' keys, in order)."""
+
+    parsed: list[Override]
+    values: list[Override]
+    key: tuple[tuple[str, ...], tuple[str, ...]]
+
+
+@dataclass
 class _Template:
     """A job's full composition and what it was composed from."""
 
     master: Any
-    groups: tuple[str, ...]  # every override that is not a derivable value, as written
-    value_keys: tuple[str, ...]  # the derivable values' keys, in order
+    key: tuple[tuple[str, ...], tuple[str, ...]]
     config: DictConfig
 
 
@@ -129,11 +138,9 @@ class _Templates:
         self.held: list[_Template] = []
         self.parser = OverridesParser.create()
 
-    def _split(
-        self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]
-    ) -> tuple[list[Override], tuple[str, ...], list[Override]] | None:
-        """(all parsed overrides, the non-derivable ones as written, the derivable values), or None when
-        the master config extends the search path (group look-ups would need Hydra's own repository)."""
+    def split(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]) -> _Split | None:
+        """A job's parsed overrides and its template key, or None when the master config extends the search
+        path (group look-ups would need Hydra's own repository)."""
         if master.hydra.get("searchpath"):
             return None
         parsed = self.parser.parse_overrides(overrides=[*master.hydra.overrides.hydra, *overrides])
@@ -143,35 +150,26 @@ class _Templates:
                 values.append(override)
             else:
                 groups.append(override.input_line or "")
-        return parsed, tuple(groups), values
+        return _Split(parsed, values, (tuple(groups), tuple(v.key_or_group for v in values)))
 
-    def add(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str], composed: DictConfig) -> None:
-        split = self._split(loader, master, overrides)
-        if split is None or len(self.held) >= self.LIMIT:
-            return
-        _, groups, values = split
-        keys = tuple(v.key_or_group for v in values)
-        if not any(t.master is master and t.groups == groups and t.value_keys == keys for t in self.held):
-            self.held.append(_Template(master, groups, keys, copy.deepcopy(composed)))
+    def _find(self, master: Any, split: _Split) -> _Template | None:
+        return next((t for t in self.held if t.master is master and t.key == split.key), None)
 
-    def derive(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]) -> DictConfig | None:
-        split = self._split(loader, master, overrides)
-        if split is None:
-            return None
-        parsed, groups, values = split
-        keys = tuple(v.key_or_group for v in values)
-        template = next(
-            (t for t in self.held if t.master is master and t.groups == groups and t.value_keys == keys), None
-        )
+    def add(self, master: Any, split: _Split, composed: DictConfig) -> None:
+        if len(self.held) < self.LIMIT and self._find(master, split) is None:
+            self.held.append(_Template(master, split.key, copy.deepcopy(composed)))
+
+    def derive(self, master: Any, split: _Split) -> DictConfig | None:
+        template = self._find(master, split)
         if template is None:
             return None
         config = copy.deepcopy(template.config)
         # What _load_configuration_impl does after merging the defaults list, for the values that differ.
-        ConfigLoaderImpl._apply_overrides_to_config(values, config)
-        task = [o for o in parsed if not o.is_hydra_override()]
+        ConfigLoaderImpl._apply_overrides_to_config(split.values, config)
+        task = [o for o in split.parsed if not o.is_hydra_override()]
         job = config.hydra.job
         with open_dict(config.hydra):
-            config.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
+            config.hydra.overrides.hydra = [o.input_line for o in split.parsed if o.is_hydra_override()]
             config.hydra.overrides.task = [o.input_line for o in task]
             job.override_dirname = get_overrides_dirname(
                 overrides=task,
