@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.cache.network_fs import POLICIES
 from harness.cache.postgres import is_url
+from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS
 
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
@@ -77,6 +78,11 @@ RULES = [
         f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}), or null",
         nullable=True,
     ),
+    Rule(
+        "dataset.answer_scorer",
+        lambda v: v in ANSWER_SCORERS,
+        f"one of {', '.join(ANSWER_SCORERS)} (the official script whose EM/F1 rule applies)",
+    ),
     Rule("perturb.rho", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.gold_share", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.overlap", lambda v: _is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),
@@ -125,8 +131,8 @@ def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
     return True, node
 
 
-def _dataset_path(cfg: DictConfig) -> Path | None:
-    present, path = _select(cfg, "dataset.path")
+def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
+    present, path = _select(cfg, key)
     if not present or path is None:
         return None
     from hydra.core.hydra_config import HydraConfig
@@ -162,6 +168,12 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
         found.append(
             f"dataset.path={str(_select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
             "allowed: an existing file or folder, or null for the packaged demo set"
+        )
+    aliases = _dataset_path(cfg, "dataset.aliases")
+    if aliases is not None and not aliases.is_file():
+        found.append(
+            f"dataset.aliases={str(_select(cfg, 'dataset.aliases')[1])!r} does not exist (looked for {aliases}); "
+            "allowed: 2WikiMultihopQA's id_aliases.json, or null"
         )
     return found
 

@@ -239,9 +239,13 @@ def _file_stamps(named: list[tuple[str, Path]]) -> tuple[tuple[str, str, tuple],
     return tuple(stamps)
 
 
+# Dataset keys that name input files besides ``*_path`` / ``*_file`` (aliases: 2Wiki's id_aliases.json).
+_FILE_KEYS = ("path", "aliases")
+
+
 def input_files_digest(dataset_cfg: Any) -> str:
     """sha256 over the bytes of every existing file (or folder, recursively) a dataset config names
-    under a ``path`` / ``*_path`` / ``*_file`` key. Relative paths mean the launch directory."""
+    under a ``path`` / ``aliases`` / ``*_path`` / ``*_file`` key. Relative paths mean the launch directory."""
     from hydra.utils import to_absolute_path
 
     container = (
@@ -253,7 +257,7 @@ def input_files_digest(dataset_cfg: Any) -> str:
     named = [
         (key, Path(to_absolute_path(value)))
         for key, value in sorted(container.items())
-        if (key == "path" or key.endswith(("_path", "_file"))) and isinstance(value, str) and value
+        if (key in _FILE_KEYS or key.endswith(("_path", "_file"))) and isinstance(value, str) and value
     ]
     stamps = _file_stamps(named)
     if stamps is not None and stamps in _FILE_DIGESTS:

@@ -24,11 +24,14 @@ from tqdm.auto import tqdm
 from harness import cache
 from harness.cache import stable_hash
 from harness.cache.postgres import redacted
+from harness.data.aliases import LOWER_BOUND
 from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.metrics import context_diagnostics, exact_match, f1_score
+from harness.metrics.answers import DEFAULT_ANSWER_SCORER, answer_precision_recall, check_answer_scorer
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import check_scorers, dataset_scores
 from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
+from harness.metrics.support import evidence_diagnostics, joint_scores
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
 from harness.pools import POOL_CONFIG_KEYS, PoolCache, compute_pools, pool_key
@@ -107,10 +110,15 @@ def fit_to_budget(
     return context, text, count, packed - len(snippets)
 
 
+# Dataset config keys that say how answers are scored: the pipeline applies them, not the loader.
+SCORING_KEYS = ("scorers", "answer_scorer")
+
+
 def dataset_loader_config(dataset: DictConfig) -> dict[str, Any]:
-    """The dataset config as its loader's arguments: ``scorers`` names the dataset's own answer metrics
-    (``harness.metrics.longform.DATASET_SCORERS``), which the pipeline applies, not the loader."""
-    return {key: value for key, value in dataset.items() if key != "scorers"}
+    """The dataset config as its loader's arguments, less the scoring keys: ``scorers`` names the dataset's
+    own answer metrics (``harness.metrics.longform.DATASET_SCORERS``), ``answer_scorer`` the official
+    script whose EM/F1 rule applies (``harness.metrics.answers.ANSWER_SCORERS``)."""
+    return {key: value for key, value in dataset.items() if key not in SCORING_KEYS}
 
 
 def k_exceeds_pools(k: int, pools: list[Pool]) -> str | None:
@@ -129,6 +137,7 @@ class Pipeline:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.scorers = check_scorers(cfg.dataset.get("scorers"))  # before any model loads
+        self.answer_scorer = check_answer_scorer(str(cfg.dataset.get("answer_scorer") or DEFAULT_ANSWER_SCORER))
         # Stages built from the same resolved config as the previous job's are that job's objects
         # (harness.reuse): a sweep loads its tokenizer, encoder and reader once per process.
         resolved = self.resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -405,6 +414,7 @@ class Pipeline:
                 **retr,
                 **metrics,
                 **context_diagnostics(context, pool.example, text),
+                **evidence_diagnostics(context, pool.example),
                 **stage_info,
                 **stage_columns("pack", context.extra),
                 "trimmed_snippets": trimmed,
@@ -470,13 +480,28 @@ class Pipeline:
         }
 
     def answer_columns(self, item: Prepared, answer: str | None) -> dict[str, Any]:
+        """The answer, the whole generation and their scores under the dataset's official rule
+        (``answer_scorer``), the joint answer x supporting-fact scores where the row has sp figures and,
+        for 2Wiki, whether the gold answers lack the official aliases (scores a lower bound)."""
         ex = item.pool.example
-        return {
+        rule = self.answer_scorer
+        columns: dict[str, Any] = {
             "answer": answer,
             "raw_answer": None if answer is None else self.raw_answers.get(item.prompt, answer),
-            EM: float("nan") if answer is None else exact_match(answer, ex.answers),
-            F1: float("nan") if answer is None else f1_score(answer, ex.answers),
-            **({} if answer is None else dataset_scores(answer, ex, self.scorers)),
+            "answer_scorer": rule,
+        }
+        if LOWER_BOUND in ex.metadata:
+            columns[LOWER_BOUND] = bool(ex.metadata[LOWER_BOUND])
+        if answer is None:
+            return {**columns, EM: float("nan"), F1: float("nan")}
+        em = exact_match(answer, ex.answers)
+        precision, recall = answer_precision_recall(answer, ex.answers, rule)
+        return {
+            **columns,
+            EM: em,
+            F1: f1_score(answer, ex.answers, rule),
+            **joint_scores(em, precision, recall, item.figures),
+            **dataset_scores(answer, ex, self.scorers),
         }
 
 

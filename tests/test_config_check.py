@@ -51,6 +51,7 @@ def test_default_config_is_valid():
         (["packer=mmr", "packer.relevance_weight=2"], "packer.relevance_weight", "2", "[0, 1]"),
         (["retriever.pool_size=-1"], "retriever.pool_size", "-1", ">= 1"),
         (["retriever.pool_size=0"], "retriever.pool_size", "0", ">= 1"),
+        (["dataset.answer_scorer=trec"], "dataset.answer_scorer", "'trec'", "hotpotqa, squad, musique"),
     ],
 )
 def test_out_of_range_value_names_key_value_and_range(overrides, key, value, allowed):
@@ -86,6 +87,14 @@ def test_missing_dataset_path(tmp_path):
     existing = tmp_path / "there.json"
     existing.write_text("[]")
     assert problems(composed("dataset=hotpotqa", f"dataset.path={existing}")) == []
+
+
+def test_missing_alias_file(tmp_path):
+    missing = tmp_path / "id_aliases.json"
+    line = only_problem("dataset=2wikimultihopqa", f"dataset.aliases={missing}")
+    assert line.startswith(f"dataset.aliases='{missing}' does not exist") and "id_aliases.json" in line
+    missing.write_text("")
+    assert problems(composed("dataset=2wikimultihopqa", f"dataset.aliases={missing}")) == []
 
 
 def test_every_problem_is_reported_at_once():

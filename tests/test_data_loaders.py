@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.data import DatasetFormatError, detect_layout, load_dataset, load_examples
+from harness.pipeline import dataset_loader_config
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -424,11 +425,11 @@ def test_dataset_configs_instantiate(config, count, data_file, monkeypatch):
     monkeypatch.chdir(REPO)  # config paths are relative to the project root
     node = OmegaConf.load(REPO / "conf" / "dataset" / f"{config}.yaml")
     cfg = OmegaConf.create({"seed": 3, "dataset": node})
-    examples = instantiate(cfg.dataset)
+    examples = instantiate(dataset_loader_config(cfg.dataset))
     assert len(examples) == count
     assert {e.dataset for e in examples} == {config}
     cfg.dataset.sample_size = 5
-    sample = instantiate(cfg.dataset)
+    sample = instantiate(dataset_loader_config(cfg.dataset))
     assert sample == load_dataset(examples_path(node), node.layout, 5, 3, config, setting=node.get("setting"))
 
 

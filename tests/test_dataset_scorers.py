@@ -40,7 +40,8 @@ def answer_columns(cfg, example, answer):
     pipeline = Pipeline.__new__(Pipeline)
     pipeline.cfg, pipeline.raw_answers = cfg, {}
     pipeline.scorers = check_scorers(cfg.dataset.get("scorers"))
-    item = SimpleNamespace(pool=SimpleNamespace(example=example), prompt="prompt")
+    pipeline.answer_scorer = cfg.dataset.get("answer_scorer", "squad")
+    item = SimpleNamespace(pool=SimpleNamespace(example=example), prompt="prompt", figures={})
     return pipeline.answer_columns(item, answer)
 
 

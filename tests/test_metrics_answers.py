@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from harness.metrics import answer_tokens, exact_match, f1_score, normalize_answer
+from harness.metrics.answers import answer_precision_recall
 
 
 # The official SQuAD v1.1 / HotpotQA functions, kept verbatim as the reference to agree with.
@@ -100,12 +101,44 @@ def test_f1_worked_by_hand():
     assert f1_score("anything", []) == 0.0
 
 
-def test_f1_yes_no_rule():
-    assert f1_score("Yes.", ["yes"]) == 1.0
-    assert f1_score("yes sir", ["yes"]) == 0.0  # gold is special and differs: no partial credit
-    assert f1_score("no", ["no way"]) == 0.0  # prediction is special and differs
-    assert f1_score("noanswer", ["no answer"]) == 0.0
-    assert f1_score("yes sir", ["yes", "yes sir"]) == 1.0  # the rule applies per alias, then the max
+def test_f1_yes_no_rule_is_hotpotqa_s():
+    rule = "hotpotqa"
+    assert f1_score("Yes.", ["yes"], rule) == 1.0
+    assert f1_score("yes sir", ["yes"], rule) == 0.0  # gold is special and differs: no partial credit
+    assert f1_score("no", ["no way"], rule) == 0.0  # prediction is special and differs
+    assert f1_score("noanswer", ["no answer"], rule) == 0.0
+    assert f1_score("yes sir", ["yes", "yes sir"], rule) == 1.0  # the rule applies per alias, then the max
+
+
+def test_squad_and_musique_give_partial_credit_to_yes_and_no():
+    # "no" against "No Doubt": one shared token, precision 1/1, recall 1/2, F1 = 2 * 0.5 / 1.5 = 0.667.
+    for rule in ("squad", "musique"):
+        assert f1_score("no", ["No Doubt"], rule) == pytest.approx(2 / 3)
+        assert f1_score("yes sir", ["yes"], rule) == pytest.approx(2 / 3)
+    assert f1_score("no", ["No Doubt"], "hotpotqa") == 0.0
+
+
+def test_musique_scores_two_empty_answers_one_and_squad_zero():
+    # "The" normalises to nothing: SQuAD v1.1 finds no shared token (0); MuSiQue's compute_f1 says the two
+    # empty answers agree (1); an empty prediction against a real answer is 0 in both.
+    assert f1_score("the", ["The"], "squad") == 0.0
+    assert f1_score("the", ["The"], "musique") == 1.0
+    assert f1_score("", ["Paris"], "musique") == 0.0
+    assert f1_score("", ["Paris"], "squad") == 0.0
+
+
+def test_an_unknown_answer_scorer_is_named():
+    with pytest.raises(ValueError, match=r"answer_scorer must be one of hotpotqa, squad, musique; got 'trec'"):
+        f1_score("a", ["a"], "trec")
+
+
+def test_precision_and_recall_are_each_maximised_over_the_gold_answers():
+    # "big red dog" against "red dog" (p 2/3, r 1) and "big red dog house" (p 1, r 3/4): 2Wiki's
+    # update_answer keeps the best of each on its own, (1, 1), though no single gold gives both.
+    precision, recall = answer_precision_recall("big red dog", ["red dog", "big red dog house"], "hotpotqa")
+    assert (precision, recall) == (1.0, 1.0)
+    assert answer_precision_recall("no", ["No Doubt"], "hotpotqa") == (0.0, 0.0)
+    assert answer_precision_recall("no", ["No Doubt"], "squad") == (1.0, 0.5)
 
 
 def test_non_string_answer_is_rejected():

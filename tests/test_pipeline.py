@@ -26,8 +26,12 @@ ROW_COLUMNS = [
     "reader",
     "answer",
     "raw_answer",
+    "answer_scorer",
     "em",
     "f1",
+    "sp_f1",
+    "joint_f1",
+    "support_f1",
     "answer_in_context",
     "answer_in_context_graded",
     "gold_doc_coverage",
@@ -42,7 +46,8 @@ ROW_COLUMNS = [
 
 @pytest.mark.skipif(not HOTPOT.exists(), reason="shared HotpotQA sample not present")
 def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
-    cfg = compose_cfg(["dataset=hotpotqa", f"dataset.path={HOTPOT}", "logger=none", f"paths.cache_dir={tmp_path}"])
+    overrides = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", "logger=none", f"paths.cache_dir={tmp_path}"]
+    cfg = compose_cfg(overrides)
     pipeline = Pipeline(cfg)
     examples = pipeline.load()
     assert len(examples) == 103
@@ -55,6 +60,24 @@ def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
             assert item.figures["context_tokens"] <= budget
             assert tokens.count(item.context_text) <= budget  # recounted on the rendered text
             assert item.figures["context_tokens"] > 0.8 * budget  # top-k-and-truncate fills the budget
+
+    # A budget that holds all ten paragraphs whole: the sp figures then follow from the file alone. Every
+    # non-empty sentence is predicted; gold is the record's supporting_facts as given.
+    whole = Pipeline(compose_cfg([*overrides, "k=10", "budget=4000"]))
+    prepared = {item.pool.example.question_id: item for item in whole.prepare(whole.load())}
+    for record in json.loads(HOTPOT.read_text()):
+        predicted = {(title, i) for title, sentences in record["context"] for i, s in enumerate(sentences) if s.strip()}
+        gold = {(title, i) for title, i in record["supporting_facts"]}
+        tp = len(predicted & gold)
+        figures = prepared[record["_id"]].figures
+        assert figures["trimmed_snippets"] == 0 and figures["gold_doc_coverage"] == 1.0
+        assert figures["sp_precision"] == pytest.approx(tp / len(predicted))
+        assert figures["sp_recall"] == pytest.approx(tp / len(gold))
+        assert figures["sp_em"] == float(predicted == gold)
+        # Every paragraph is in the context: MuSiQue's support precision is |gold| / 10.
+        gold_titles = {title for title, _ in gold}
+        precision = len(gold_titles) / len(record["context"])
+        assert figures["support_f1"] == pytest.approx(2 * precision / (precision + 1))
 
 
 def run_cli(args: list[str], cwd: Path = REPO, env_extra: dict | None = None, **kwargs):

@@ -75,7 +75,13 @@ def supporting_facts_example(
     gold = match_supporting_facts(qid, paragraphs, facts)
     if gold.missing_titles and not fullwiki:
         raise ctx.error(f"supporting title(s) {list(gold.missing_titles)} not in the context{hint}", "supporting_facts")
-    metadata = {**(metadata or {}), "supporting_sentences": gold.supporting_sentences}
+    # The record's facts as given (indices past a paragraph's end included): the official sp metrics'
+    # gold set (harness.metrics.support).
+    metadata = {
+        **(metadata or {}),
+        "supporting_sentences": gold.supporting_sentences,
+        "supporting_facts": tuple(facts),
+    }
     if fullwiki:
         metadata["missing_gold_titles"] = gold.missing_titles
     return Example(

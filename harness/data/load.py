@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import beir, dpr, expertqa, hotpotqa, ircot, musique, ragbench, squad, twowiki
+from harness.data.aliases import add_answer_aliases
 from harness.data.demo import demo_file
 from harness.data.errors import DatasetFormatError
 from harness.data.io import read_records
@@ -210,16 +211,20 @@ def load_dataset(
     split: str | None = None,
     setting: str | None = None,
     source: str | None = None,
+    aliases: str | Path | None = None,
 ) -> list[Example]:
     """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``
     (:func:`harness.data.sampling.subsample`: drawn with ``seed``, in file order). A relative
     ``path`` is taken from the directory the program was started in, also under Hydra (which may
-    change the working directory). ``path=None`` is the packaged demo set.
+    change the working directory). ``path=None`` is the packaged demo set. ``aliases``: 2WikiMultihopQA's
+    ``id_aliases.json``, whose aliases and demonyms of each record's ``answer_id`` become further gold
+    answers, as in the official evaluator (:mod:`harness.data.aliases`).
     """
     check_sample_size(sample_size)  # before reading: a bad size fails at once
     if path is not None:
         path = _absolute(path)
     examples = load_examples(path, layout, name=name, split=split, setting=setting, source=source)
+    examples = add_answer_aliases(examples, None if aliases is None else _absolute(aliases))
     return subsample(examples, sample_size, seed)
 
 

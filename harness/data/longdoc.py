@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.data.sampling import check_sample_size, subsample
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS, chunk_paragraphs
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS, Chunk, chunk_paragraphs
 from harness.text.tokens import resolve_token_counter
 from harness.types import Document, Example
 
@@ -44,9 +44,10 @@ class Chunker:
 
     def chunks(
         self, source_id: str, paragraphs: Sequence[str], paragraph_titles: Sequence[str] | None = None
-    ) -> list[tuple[Document, tuple[int, ...]]]:
-        """Each chunk of ``paragraphs`` as a Document with the indices of the paragraphs it holds; a
-        chunk's title is its first paragraph's (``paragraph_titles``), else empty."""
+    ) -> list[tuple[Document, Chunk]]:
+        """Each chunk of ``paragraphs`` as a Document beside its Chunk (the paragraphs it holds, and the
+        paragraph of each of its sentences); a chunk's title is its first paragraph's (``paragraph_titles``),
+        else empty."""
         chunks = chunk_paragraphs(paragraphs, self.chunk_tokens, self.count)
         return [
             (
@@ -55,7 +56,7 @@ class Chunker:
                     title=paragraph_titles[chunk.sources[0]] if paragraph_titles is not None else "",
                     sentences=chunk.sentences,
                 ),
-                chunk.sources,
+                chunk,
             )
             for i, chunk in enumerate(chunks)
         ]

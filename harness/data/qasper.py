@@ -162,9 +162,12 @@ def paper_examples(
     chunks = chunker.chunks(pid, paragraphs, paragraph_section)
     documents = tuple(doc for doc, _ in chunks)
     chunks_of_paragraph: dict[str, list[str]] = {}
-    for doc, sources in chunks:
-        for p in sources:
+    for doc, chunk in chunks:
+        for p in chunk.sources:
             chunks_of_paragraph.setdefault(paragraphs[p], []).append(doc.doc_id)
+    # Each chunk sentence's paragraph (one mapping shared by the paper's questions): evidence F1 compares
+    # the paragraphs that reached the reader with the annotators' (harness.metrics.support).
+    sentence_paragraphs = {doc.doc_id: tuple(paragraphs[p] for p in chunk.sentence_sources) for doc, chunk in chunks}
 
     try:
         questions = _rows(paper.get("qas", (list, dict)), ("question", "question_id", "answers"))
@@ -211,6 +214,7 @@ def paper_examples(
                     "paper_title": title,
                     "answer_types": tuple(types),
                     "evidence": tuple(tuple(ev) for ev in evidence),
+                    "sentence_paragraphs": sentence_paragraphs,
                     "chunk_tokens": chunker.chunk_tokens,
                 },
             )

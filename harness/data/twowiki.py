@@ -3,14 +3,17 @@
 Fields: ``_id, type, question, context [[title, [sentences]]], supporting_facts, evidences, answer``.
 Gold documents come from ``supporting_facts`` as in HotpotQA; ``hops`` is the number of distinct
 supporting titles (2 or 4); ``qtype`` is ``type`` (comparison, inference, compositional,
-bridge_comparison). Some released rows carry no ``context``; :func:`has_context` lets the loader
-skip them (with one counted warning per file) instead of failing.
+bridge_comparison). ``answer_id`` (the answer's Wikidata entity) goes to ``metadata['answer_id']``, where
+``dataset.aliases`` finds its aliases (:mod:`harness.data.aliases`). Some released rows carry no
+``context``; :func:`has_context` lets the loader skip them (with one counted warning per file) instead of
+failing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.data.aliases import ANSWER_ID
 from harness.data.hotpotqa import supporting_facts_example
 from harness.data.records import RecordContext
 from harness.types import Example
@@ -27,4 +30,11 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     evidences = record.get("evidences") or []
     # (subject, relation, object) triples, kept for analysis.
     triples = tuple(tuple(e) for e in evidences if isinstance(e, (list, tuple)))
-    return supporting_facts_example(record, ctx, dataset=dataset, split=split, metadata={"evidences": triples})
+    # evaluate_v1.1 lower-cases titles before comparing supporting facts (harness.metrics.support).
+    metadata: dict[str, Any] = {"evidences": triples, "supporting_fact_titles": "lowercase"}
+    answer_id = record.get(ANSWER_ID)
+    if answer_id is not None:
+        if not isinstance(answer_id, str):
+            raise ctx.error(f"expected a Wikidata id string, got {type(answer_id).__name__}", ANSWER_ID)
+        metadata[ANSWER_ID] = answer_id.strip()  # looked up in dataset.aliases (harness.data.aliases)
+    return supporting_facts_example(record, ctx, dataset=dataset, split=split, metadata=metadata)

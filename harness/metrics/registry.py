@@ -126,6 +126,21 @@ GOLD_TOKEN_DENSITY = register_metric(
     "gold_token_density", heading="gold density", higher_is_better=True, summary=True, diagnostic=True
 )
 
+# ---- the official evidence metrics, on what reached the reader (harness.metrics.support) -----------------
+SP_EM = register_metric("sp_em", heading="sp EM", higher_is_better=True, summary=True, policy_table=True)
+SP_F1 = register_metric("sp_f1", heading="sp F1", higher_is_better=True, summary=True, policy_table=True)
+SP_PRECISION = register_metric("sp_precision", heading="sp precision", higher_is_better=True, summary=True)
+SP_RECALL = register_metric("sp_recall", heading="sp recall", higher_is_better=True, summary=True)
+JOINT_EM = register_metric("joint_em", heading="joint EM", higher_is_better=True, summary=True, policy_table=True)
+JOINT_F1 = register_metric("joint_f1", heading="joint F1", higher_is_better=True, summary=True, policy_table=True)
+SUPPORT_EM = register_metric("support_em", heading="support EM", higher_is_better=True, summary=True)
+SUPPORT_F1 = register_metric(
+    "support_f1", heading="support F1", higher_is_better=True, summary=True, policy_table=True
+)
+EVIDENCE_F1 = register_metric(
+    "evidence_f1", heading="evidence F1", higher_is_better=True, summary=True, policy_table=True
+)
+
 # ---- retrieval (harness.metrics.retrieval) --------------------------------------------------------------
 RECALL_AT_K = register_metric("recall_at_k", heading="recall@k", higher_is_better=True, summary=True, diagnostic=True)
 ALL_GOLD_AT_K = register_metric(

@@ -23,11 +23,13 @@ RAPTOR_CHUNK_TOKENS = 100  # RAPTOR's published configuration
 
 @dataclass(frozen=True)
 class Chunk:
-    """Consecutive sentences of a document; ``sources`` are the indices of the units they came from."""
+    """Consecutive sentences of a document; ``sources`` are the indices of the units they came from and
+    ``sentence_sources`` the unit of each sentence (a QASPER evidence paragraph is traced to its sentences)."""
 
     sentences: tuple[str, ...]
     sources: tuple[int, ...]
     tokens: int
+    sentence_sources: tuple[int, ...] = ()
 
     @property
     def text(self) -> str:
@@ -96,7 +98,12 @@ def chunk_sentences(
 
 def _make_chunk(units: list[tuple[str, int, int]]) -> Chunk:
     sources = tuple(dict.fromkeys(tag for _, _, tag in units))
-    return Chunk(sentences=tuple(u[0] for u in units), sources=sources, tokens=sum(u[1] for u in units))
+    return Chunk(
+        sentences=tuple(u[0] for u in units),
+        sources=sources,
+        tokens=sum(u[1] for u in units),
+        sentence_sources=tuple(u[2] for u in units),
+    )
 
 
 def chunk_paragraphs(
