@@ -25,6 +25,7 @@ from harness.report.load import (
     short_name,
 )
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
+from harness.report.scoring import scoring_lines
 from harness.report.tables import (
     Options,
     Report,
@@ -147,7 +148,7 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
         raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
     # An explicit baseline that names nothing is an input error: report it before any work is done.
     baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
-    report = Report(layout=layout)
+    report = Report(layout=layout, scoring=scoring_lines(rows))
     report.tables.append(inputs_table(infos, rows))
     table = policy_table(rows, layout, options)
     if table is not None:
@@ -202,6 +203,7 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
             f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
             f"{options.n_resamples} bootstrap resamples; seed {options.seed}."
         ),
+        *report.scoring,
     ]
     markdown = render_markdown(report.tables, "Evaluation report", preamble, [p.name for p in images])
     path = out_dir / "report.md"

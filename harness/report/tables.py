@@ -72,6 +72,7 @@ class Report:
     contrast_data: pd.DataFrame | None = None
     studies: list[StudyResult] = field(default_factory=list)
     layout: Layout | None = None
+    scoring: list[str] = field(default_factory=list)  # how answers were scored (harness.report.scoring)
 
 
 # ----------------------------------------------------------------------------------------------------------
