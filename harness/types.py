@@ -20,6 +20,9 @@ class Document:
     doc_id: str
     title: str
     sentences: tuple[str, ...]
+    # For a chunk of a longer text: the index of the paragraph each sentence came from (QASPER's evidence is
+    # given as paragraphs); empty for a document that is one paragraph.
+    sentence_paragraphs: tuple[int, ...] = ()
 
     @property
     def text(self) -> str:
@@ -63,6 +66,7 @@ class Candidate:
     sentences: tuple[str, ...] = ()
     score: float = 0.0  # similarity to the question under the retriever's encoder
     kind: str = "document"  # document | chunk | summary | copy
+    layer: int = 0  # a summary node's tree layer (1 = summaries of leaves); 0 for every other kind
 
     def units(self) -> tuple[str, ...]:
         """The candidate's text split into sentence units (the text itself when unsplit)."""

@@ -174,3 +174,17 @@ def test_qasper_evidence_f1_traces_the_context_s_sentences_to_their_paragraphs(t
     # Nothing reached the reader: the unanswerable annotation's empty evidence matches (1.0).
     assert evidence_scores(Context([], None, "t"), example) == {"evidence_f1": 1.0}
     assert evidence_scores(context, hotpot_example()) == {}
+
+
+def test_evidence_that_matches_no_paragraph_stays_in_the_gold_set(tmp_path):
+    from harness.data.qasper import evidence_as_paragraphs
+
+    index = {"p zero": 0, "p one": 1}
+    evidence = [["p one", "a text from no paragraph", "FLOAT SELECTED: Figure 2"], ["p zero"]]
+    matched, unmatched = evidence_as_paragraphs(evidence, ["extractive", "unanswerable"], index)
+    assert matched == ((1,), ()) and unmatched == (1, 0)
+    example, _ = qasper_paper(tmp_path)
+    assert example.metadata["evidence_paragraphs"] == ((1,), (0,), ())
+    assert example.metadata["evidence_unmatched"] == (0, 0, 0)
+    # The chunks know each sentence's paragraph: [0, 1] and [1, 2].
+    assert [doc.sentence_paragraphs for doc in example.documents] == [(0, 1), (1, 2)]

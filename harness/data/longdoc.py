@@ -55,6 +55,7 @@ class Chunker:
                     doc_id=f"{source_id}::chunk{i:03d}",
                     title=paragraph_titles[chunk.sources[0]] if paragraph_titles is not None else "",
                     sentences=chunk.sentences,
+                    sentence_paragraphs=chunk.sentence_sources,
                 ),
                 chunk,
             )

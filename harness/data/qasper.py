@@ -165,9 +165,9 @@ def paper_examples(
     for doc, chunk in chunks:
         for p in chunk.sources:
             chunks_of_paragraph.setdefault(paragraphs[p], []).append(doc.doc_id)
-    # Each chunk sentence's paragraph (one mapping shared by the paper's questions): evidence F1 compares
-    # the paragraphs that reached the reader with the annotators' (harness.metrics.support).
-    sentence_paragraphs = {doc.doc_id: tuple(paragraphs[p] for p in chunk.sentence_sources) for doc, chunk in chunks}
+    paragraph_index: dict[str, int] = {}
+    for index, paragraph in enumerate(paragraphs):
+        paragraph_index.setdefault(paragraph, index)
 
     try:
         questions = _rows(paper.get("qas", (list, dict)), ("question", "question_id", "answers"))
@@ -198,6 +198,7 @@ def paper_examples(
         if not answers:
             raise paper.error(f"question {qid!r} has no answers", "qas.answers")
         gold = tuple(dict.fromkeys(d for ev in evidence for e in ev for d in chunks_of_paragraph.get(e.strip(), [])))
+        evidence_paragraphs, evidence_unmatched = evidence_as_paragraphs(evidence, types, paragraph_index)
         examples.append(
             Example(
                 question_id=str(qid),
@@ -214,12 +215,29 @@ def paper_examples(
                     "paper_title": title,
                     "answer_types": tuple(types),
                     "evidence": tuple(tuple(ev) for ev in evidence),
-                    "sentence_paragraphs": sentence_paragraphs,
+                    "evidence_paragraphs": evidence_paragraphs,
+                    "evidence_unmatched": evidence_unmatched,
                     "chunk_tokens": chunker.chunk_tokens,
                 },
             )
         )
     return examples
+
+
+def evidence_as_paragraphs(
+    evidence: list[list[str]], types: list[str], paragraph_index: dict[str, int]
+) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
+    """Each annotator's evidence as the official evaluator reads it with ``--text_evidence_only`` (figure and
+    table evidence, "FLOAT SELECTED", left out; none for an unanswerable answer), given as paper paragraph
+    indices (the chunks' ``Document.sentence_paragraphs``), with the count of evidence texts found in no
+    paragraph (they stay in the gold set: the evaluator counts them)."""
+    matched, unmatched = [], []
+    for texts, kind in zip(evidence, types, strict=True):
+        kept = [] if kind == "unanswerable" else [e.strip() for e in texts if "FLOAT SELECTED" not in e]
+        found = tuple(dict.fromkeys(paragraph_index[e] for e in kept if e in paragraph_index))
+        matched.append(found)
+        unmatched.append(len({e for e in kept if e not in paragraph_index}))
+    return tuple(matched), tuple(unmatched)
 
 
 @long_document_loader

@@ -28,7 +28,7 @@ not the sentence, however close its wording.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from harness.metrics.context import contributing_source_ids
 from harness.metrics.registry import (
@@ -42,15 +42,15 @@ from harness.metrics.registry import (
     SUPPORT_EM,
     SUPPORT_F1,
 )
-from harness.types import Context, Example
+from harness.types import Context, Document, Example, Snippet
 
 # Example.metadata keys the loaders fill in.
 SUPPORTING_FACTS = "supporting_facts"  # ((title, sentence index), ...) as the record gives them
 SUPPORTING_FACT_TITLES = "supporting_fact_titles"  # "lowercase" where the official script lower-cases titles
-SENTENCE_PARAGRAPHS = "sentence_paragraphs"  # {doc_id: (paragraph text of each of its sentences, ...)}
-EVIDENCE = "evidence"  # QASPER: each annotator's evidence paragraphs
-ANSWER_TYPES = "answer_types"
-FLOAT_SELECTED = "FLOAT SELECTED"
+# QASPER: each annotator's text evidence as paper paragraph indices (Document.sentence_paragraphs), and how
+# many of its evidence texts match no paragraph (harness.data.qasper.evidence_as_paragraphs).
+EVIDENCE_PARAGRAPHS = "evidence_paragraphs"
+EVIDENCE_UNMATCHED = "evidence_unmatched"
 
 
 def set_scores(predicted: Iterable, gold: Iterable, *, empty_is_perfect: bool = False) -> tuple[float, ...]:
@@ -68,21 +68,22 @@ def set_scores(predicted: Iterable, gold: Iterable, *, empty_is_perfect: bool = 
     return em, precision, recall, f1
 
 
+def snippet_sentences(snippet: Snippet, documents: Mapping[str, Document]) -> list[int]:
+    """Indices of the sentences of the snippet's document that the snippet holds whole; none for a
+    budget-cut fragment, a summary (several sources) or a text from outside the question's documents."""
+    if snippet.truncated or len(snippet.source_ids) != 1 or snippet.source_ids[0] not in documents:
+        return []
+    sentences = [s.strip() for s in documents[snippet.source_ids[0]].sentences]
+    text = snippet.text.strip()
+    exact = [i for i, s in enumerate(sentences) if s and s == text]
+    # A sentence snippet is its sentence; a window, a whole candidate or a word chunk holds several.
+    return exact or [i for i, s in enumerate(sentences) if s and s in text]
+
+
 def sentences_in_context(context: Context, example: Example) -> set[tuple[str, int]]:
     """(doc_id, sentence index in the Example's document) of every sentence that reached the reader."""
     documents = {doc.doc_id: doc for doc in example.documents}
-    found: set[tuple[str, int]] = set()
-    for snippet in context.snippets:
-        if snippet.truncated or len(snippet.source_ids) != 1 or snippet.source_ids[0] not in documents:
-            continue
-        doc_id = snippet.source_ids[0]
-        sentences = [s.strip() for s in documents[doc_id].sentences]
-        text = snippet.text.strip()
-        exact = [i for i, s in enumerate(sentences) if s and s == text]
-        # A sentence snippet is its sentence; a window, a whole candidate or a word chunk holds several.
-        hits = exact or [i for i, s in enumerate(sentences) if s and s in text]
-        found.update((doc_id, i) for i in hits)
-    return found
+    return {(snippet.source_ids[0], i) for snippet in context.snippets for i in snippet_sentences(snippet, documents)}
 
 
 def _normalise_title(title: str, convention: str | None) -> str:
@@ -127,7 +128,7 @@ def support_scores(context: Context, example: Example) -> dict[str, float]:
     return {SUPPORT_EM: em, SUPPORT_F1: f1}
 
 
-def paragraph_f1(predicted: set[str], gold: Iterable[str]) -> float:
+def paragraph_f1(predicted: set, gold: Iterable) -> float:
     """QASPER's ``paragraph_f1_score``."""
     gold = set(gold)
     if not gold and not predicted:
@@ -141,15 +142,19 @@ def paragraph_f1(predicted: set[str], gold: Iterable[str]) -> float:
 
 def evidence_scores(context: Context, example: Example) -> dict[str, float]:
     """QASPER's evidence F1 of the context (the maximum over annotators); {} for other datasets."""
-    paragraphs = example.metadata.get(SENTENCE_PARAGRAPHS)
-    evidence = example.metadata.get(EVIDENCE)
-    if paragraphs is None or evidence is None:
+    evidence = example.metadata.get(EVIDENCE_PARAGRAPHS)
+    if evidence is None:
         return {}
-    types = example.metadata.get(ANSWER_TYPES) or ("",) * len(evidence)
-    predicted = {paragraphs[d][i] for d, i in sentences_in_context(context, example) if d in paragraphs}
+    unmatched = example.metadata.get(EVIDENCE_UNMATCHED) or (0,) * len(evidence)
+    documents = {doc.doc_id: doc for doc in example.documents}
+    predicted = {
+        documents[d].sentence_paragraphs[i]
+        for d, i in sentences_in_context(context, example)
+        if documents[d].sentence_paragraphs
+    }
+    # An evidence text found in no paragraph cannot be predicted but counts against recall: a negative id.
     references = [
-        () if kind == "unanswerable" else [e.strip() for e in texts if FLOAT_SELECTED not in e]
-        for texts, kind in zip(evidence, types, strict=False)
+        set(found) | {-1 - k for k in range(missing)} for found, missing in zip(evidence, unmatched, strict=True)
     ]
     return {EVIDENCE_F1: max((paragraph_f1(predicted, ref) for ref in references), default=math.nan)}
 

@@ -212,6 +212,7 @@ class RecursiveSummaryTree(Tree):
             title="",
             sentences=split_sentences(node.text),
             kind="summary",
+            layer=node.layer,
         )
 
     @staticmethod
