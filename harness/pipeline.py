@@ -30,6 +30,7 @@ from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.answers import DEFAULT_ANSWER_SCORER, answer_precision_recall, check_answer_scorer
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import check_scorers, dataset_scores
+from harness.metrics.provenance import provenance_columns
 from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.metrics.support import evidence_diagnostics, joint_scores
 from harness.pack.base import PackingRequest
@@ -425,6 +426,7 @@ class Pipeline:
                 CONTEXT_TOKENS: count,
                 PROMPT_TOKENS: n,
             }
+            figures.update(provenance_columns(context, text, pool, selected))
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         return prepared
 

@@ -61,6 +61,18 @@ def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
             assert tokens.count(item.context_text) <= budget  # recounted on the rendered text
             assert item.figures["context_tokens"] > 0.8 * budget  # top-k-and-truncate fills the budget
 
+    # Provenance: the snippet records rebuild the context, mark the answer exactly where answer-in-context
+    # finds it, and the pool records what the diversifier kept.
+    for item in prepared:
+        records = json.loads(item.figures["snippets"])
+        assert [item.context_text[r["start"] : r["end"]] for r in records] == [s.text for s in item.context.snippets]
+        assert bool(json.loads(item.figures["answer_spans"])) == (item.figures["answer_in_context"] == 1.0)
+        assert any(r["ans"] for r in records) == (item.figures["answer_in_context"] == 1.0)
+        gold = {r["doc"] for r in records if r["gold"] and not r["cut"]}
+        assert len(gold) / len(item.pool.example.gold_doc_ids) == item.figures["gold_doc_coverage"]
+        pool = json.loads(item.figures["pool"])
+        assert len(pool) == item.figures["n_candidates"] and sum(r["kept"] for r in pool) == item.figures["n_selected"]
+
     # A budget that holds all ten paragraphs whole: the sp figures then follow from the file alone. Every
     # non-empty sentence is predicted; gold is the record's supporting_facts as given.
     whole = Pipeline(compose_cfg([*overrides, "k=10", "budget=4000"]))

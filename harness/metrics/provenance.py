@@ -1,0 +1,152 @@
+"""Where each piece of the reader's context came from, kept in the row beside the rendered context.
+
+Three row columns, each a JSON list (rows hold scalars: ``harness.stage.scalar``):
+
+- ``snippets``: the packed context in reading order, one record per snippet: ``doc`` (its source document;
+  ``docs`` lists every source of a summary), ``title``, ``cand`` (the candidate it was cut from), ``sents``
+  (indices of the document sentences it holds whole, :func:`harness.metrics.support.snippet_sentences`),
+  ``tok`` (reader tokens), ``gold`` (from a gold document), ``sup`` (holds a supporting sentence; null where
+  the dataset marks support per paragraph only), ``ans`` (holds a gold answer, normalised as
+  answer-in-context counts it), ``cut`` (the fragment a budget cut), ``kind`` (document, chunk, summary,
+  copy), ``layer`` (a summary node's tree layer), ``copy_of`` (an injected copy's source document) and
+  ``start``/``end`` (its characters in the rendered context).
+- ``answer_spans``: ``[start, end]`` character spans of the context where a gold answer occurs, found on the
+  normalised tokens of :func:`harness.metrics.answers.normalize_answer`; non-empty exactly when
+  ``answer_in_context`` is 1 (short of an answer that straddles two snippets).
+- ``pool``: the candidates the diversifier chose from, in rank order: ``id``, ``title``, ``score``,
+  ``gold``, ``kind``, ``layer`` and ``kept`` (the diversifier kept it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from harness.metrics.answers import answer_tokens, as_answer_list, normalize_answer
+from harness.metrics.support import snippet_sentences
+from harness.types import Context, Example, Pool
+
+SNIPPETS = "snippets"
+ANSWER_SPANS = "answer_spans"
+POOL = "pool"
+PROVENANCE_COLUMNS = (SNIPPETS, ANSWER_SPANS, POOL)
+
+_WORD = re.compile(r"\S+")
+
+
+def _token_offsets(text: str) -> list[tuple[str, int, int]]:
+    """The normalised answer tokens of ``text``, each with the character span of the word it came from.
+
+    Normalisation never joins or splits across whitespace, so the tokens of the words, in order, are the
+    tokens of the whole text."""
+    offsets = []
+    for m in _WORD.finditer(text):
+        word = m.group()
+        # The span leaves out the punctuation around the word ("Paris," marks "Paris").
+        start = m.start() + len(word) - len(word.lstrip(string.punctuation))
+        end = m.end() - (len(word) - len(word.rstrip(string.punctuation)))
+        offsets.extend((token, start, max(end, start)) for token in normalize_answer(word).split())
+    return offsets
+
+
+def answer_spans(text: str, answers: str | Iterable[str]) -> list[list[int]]:
+    """Character spans of ``text`` holding a gold answer or alias as a run of normalised tokens, in order,
+    overlapping spans merged."""
+    tokens = _token_offsets(text)
+    words = [t for t, _, _ in tokens]
+    found: list[tuple[int, int]] = []
+    for answer in as_answer_list(answers):
+        needle = answer_tokens(answer)
+        if not needle:
+            continue
+        n = len(needle)
+        found.extend(
+            (tokens[i][1], tokens[i + n - 1][2]) for i in range(len(words) - n + 1) if words[i : i + n] == needle
+        )
+    merged: list[list[int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def _supporting(example: Example) -> set[tuple[str, int]] | None:
+    sentences = example.metadata.get("supporting_sentences")
+    return None if sentences is None else {(d, int(i)) for d, i in sentences}
+
+
+def snippet_records(context: Context, text: str, pool: Pool, example: Example) -> list[dict[str, Any]]:
+    """One provenance record per snippet of ``context`` (rendered as ``text``), in order."""
+    documents = {doc.doc_id: doc for doc in example.documents}
+    candidates = {cand.cand_id: cand for cand in pool.candidates}
+    gold = set(example.gold_doc_ids)
+    supporting = _supporting(example)
+    spans = answer_spans(text, example.answers)
+    records, cursor = [], 0
+    for snippet in context.snippets:
+        # The rendering joins the snippets with a separator: each is found after the one before it.
+        start = text.find(snippet.text, cursor)
+        start = cursor if start < 0 else start
+        end = start + len(snippet.text)
+        cand = candidates.get(snippet.cand_id)
+        kind = cand.kind if cand is not None else "document"
+        sents = snippet_sentences(snippet, documents)
+        doc = snippet.source_ids[0] if snippet.source_ids else ""
+        record: dict[str, Any] = {
+            "doc": doc,
+            "title": snippet.title or (documents[doc].title if doc in documents else ""),
+            "cand": snippet.cand_id,
+            "sents": sents,
+            "tok": int(snippet.tokens),
+            "gold": any(s in gold for s in snippet.source_ids),
+            "sup": None if supporting is None else any((doc, i) in supporting for i in sents),
+            "ans": any(a < end and b > start for a, b in spans),
+            "cut": bool(snippet.truncated),
+            "kind": kind,
+            "start": start,
+            "end": end,
+        }
+        if len(snippet.source_ids) > 1:
+            record["docs"] = list(snippet.source_ids)
+        if kind == "summary" and cand is not None:
+            record["layer"] = cand.layer
+        if kind == "copy":
+            record["copy_of"] = doc
+        records.append(record)
+        cursor = end
+    return records
+
+
+def pool_records(pool: Pool, kept: Sequence[str], example: Example) -> list[dict[str, Any]]:
+    """The diversifier's candidates in rank order, with whether it kept each."""
+    gold, chosen = set(example.gold_doc_ids), set(kept)
+    records = []
+    for cand in pool.candidates:
+        record: dict[str, Any] = {
+            "id": cand.cand_id,
+            "title": cand.title,
+            "score": round(float(cand.score), 4),
+            "gold": any(s in gold for s in cand.source_ids),
+            "kind": cand.kind,
+            "kept": cand.cand_id in chosen,
+        }
+        if cand.kind == "summary":
+            record["layer"] = cand.layer
+        records.append(record)
+    return records
+
+
+def provenance_columns(context: Context, text: str, pool: Pool, selected: Pool) -> dict[str, str]:
+    """The row's provenance columns (JSON strings): snippets, answer spans and the pool."""
+    example = pool.example
+    compact = {"separators": (",", ":"), "ensure_ascii": False}
+    return {
+        SNIPPETS: json.dumps(snippet_records(context, text, pool, example), **compact),
+        ANSWER_SPANS: json.dumps(answer_spans(text, example.answers), **compact),
+        POOL: json.dumps(pool_records(pool, [c.cand_id for c in selected.candidates], example), **compact),
+    }
