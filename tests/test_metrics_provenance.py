@@ -37,8 +37,10 @@ def example_and_pool() -> tuple[Example, Pool]:
     )
     candidates = [
         Candidate("d0", "Alpha is in Paris. It is old.", ("d0",), "Alpha", documents[0].sentences, 0.9),
-        Candidate("copy0:d0", "It is old. Alpha is in Paris.", ("d0",), "Alpha", ("It is old.", "Alpha is in Paris."), 0.8, "copy"),
-        Candidate("tree:1:0", "A summary about Paris.", ("d0", "d1"), "", ("A summary about Paris.",), 0.7, "summary", 1),
+        Candidate("copy0:d0", "It is old. Alpha is in Paris.", ("d0",), "Alpha", ("It is old.", "Alpha is in Paris."),
+                  0.8, "copy"),
+        Candidate("tree:1:0", "A summary about Paris.", ("d0", "d1"), "", ("A summary about Paris.",), 0.7, "summary",
+                  1),
         Candidate("d1", "Beta is a band.", ("d1",), "Beta", documents[1].sentences, 0.1),
     ]  # fmt: skip
     pool = Pool(example, candidates, np.zeros((4, 2), np.float32), np.zeros(2, np.float32))
