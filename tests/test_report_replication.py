@@ -21,6 +21,7 @@ from harness.report.replication import (
     render,
     verdict,
 )
+from harness.report.replication.document import rebuild_sections
 from harness.stats.power import minimum_detectable_effect
 from tests.helpers.report_rows import packing_rows, write_sweep
 
@@ -125,19 +126,161 @@ def test_trees_section_totals_fresh_builds_only(tmp_path):
     write_sweep(studies / TREES.directory, [raptor, dtcrs])
     text = render(Settings(studies, tmp_path / "r.md", 300))
     # build time 30 s vs 200 s: -85%; summary nodes 2 vs 20: -90%
-    assert "| seed 002: DTCRS below RAPTOR on build time (qasper) |" in text
-    line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS below RAPTOR on build time"))
+    # Rows without a classifier column (an older study) were routed by the LM classifier.
+    assert "| seed 002: DTCRS (lm classifier) below RAPTOR on build time (qasper) |" in text
+    line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS (lm classifier) below RAPTOR on build"))
     assert "-85% [" in line
     # The MDE of the build-time change: fresh DTCRS builds 20, 5, 5 s resampled (the two fresh RAPTOR builds
     # always total 200 s): SD of a 3-draw total sqrt(3 * 50) = 12.25 s, of the ratio 0.0612, MDE 2.80 * 0.0612
     # = 17% (± a point of bootstrap noise at 300 resamples); far below the paper's 81%, so a null would count.
     mde = re.search(r"3 DTCRS and 2 RAPTOR builds, MDE (\d+)%", line)
     assert mde and 15 <= int(mde.group(1)) <= 19
-    assert "- qasper: summary nodes -90% [" in text
+    assert "- qasper, DTCRS (lm classifier): summary nodes -90% [" in text
+    assert "accuracy not measured" in line
     assert (tmp_path / "r" / "trees.png").stat().st_size > 0
-    assert "| qasper | dtcrs | 3 | 3 | 1 | 2 | 30.0 | 20.0 | 2 | 200 |" in text
+    assert "| qasper | dtcrs (lm) | 3 | 3 | 1 | 2 | 30.0 | 20.0 | 2 | 200 |" in text
     table = text[text.index("| dataset | tree |") :]
     assert "| qasper | raptor | 3 | 2 | 2 | 20 | 200.0 | 100.0 | 20 | 2000 |" in table
+
+
+def classifier_study_rows(shift: float = 0.0) -> list[pd.DataFrame]:
+    """A trees study with both DTCRS classifiers and a classification-only run, by hand:
+
+    annotated classes q1 abstractive, q2 extractive, q3 yes_no, q4 abstractive (q4 only in the
+    classification run, over every question). The LM classifier: q1 abstractive (LM output parsed), q2
+    abstractive (rules), q3 extractive (rules), q4 extractive (rules); so 1 of 3 right on the trees'
+    sample and 1 of 4 on all questions, output parsed for 1 of 3 (1 of 4), rules for 2 of 3 (3 of 4)."""
+    lm_cls = {"q1": ("abstractive", "lm", True), "q2": ("abstractive", "rules", False)}
+    lm_cls |= {"q3": ("extractive", "rules", False), "q4": ("extractive", "rules", False)}
+    annotated = {"q1": "abstractive", "q2": "extractive", "q3": "yes_no", "q4": "abstractive"}
+
+    def frame(tree, qids, builds, classifier=None):
+        data = pd.DataFrame(
+            {
+                "question_id": qids,
+                "dataset": "qasper",
+                "tree": tree,
+                "seed": 42,
+                "cfg.tree.lm.name": "tiny-gguf",
+                "tree.build_seconds": [b[0] + shift for b in builds],
+                "tree.summary_nodes": [b[1] for b in builds],
+                "tree.lm_calls": [b[1] for b in builds],
+                "tree.lm_prompt_tokens": [b[1] * 100 for b in builds],
+                "tree.cached": False,
+            }
+        )
+        if classifier is not None:
+            data["tree.classifier"] = classifier
+            data["tree.annotated_class"] = [annotated[q] for q in qids]
+            if classifier == "lm":
+                data["tree.question_class"] = [lm_cls[q][0] for q in qids]
+                data["tree.class_source"] = [lm_cls[q][1] for q in qids]
+                data["tree.lm_parsed"] = [lm_cls[q][2] for q in qids]
+            else:
+                data["tree.question_class"] = [annotated[q] for q in qids]
+                data["tree.class_source"] = "annotation"
+                data["tree.lm_parsed"] = None
+            data["tree.annotators"] = 1
+            data["tree.annotator_agreement"] = 1.0
+        return data
+
+    sample = ["q1", "q2", "q3"]
+    return [
+        frame("raptor", sample, [(100.0, 10, False)] * 3),
+        frame("dtcrs", sample, [(20.0, 2, False), (20.0, 2, False), (1.0, 0, False)], "lm"),
+        frame("dtcrs", sample, [(30.0, 3, False), (1.0, 0, False), (1.0, 0, False)], "annotation"),
+        frame("dtcrs_classify", [*sample, "q4"], [(1.0, 0, False)] * 4, "lm"),
+    ]
+
+
+def test_trees_verdicts_name_their_classifier_and_its_accuracy(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, classifier_study_rows())
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    lines = text.splitlines()
+    lm = next(x for x in lines if x.startswith("| seed 002: DTCRS (lm classifier) below RAPTOR on build time"))
+    assert "accuracy 33% (1/3) on trees' sample (LM output parsed 1/3, rules 2/3)" in lm
+    assert "accuracy 25% (1/4) on all questions (LM output parsed 1/4, rules 3/4)" in lm
+    oracle = next(x for x in lines if x.startswith("| seed 002: DTCRS (annotation classifier) below RAPTOR on build"))
+    assert "accuracy 100% (3/3) on trees' sample" in oracle and "an oracle" in oracle
+    # build time: lm 41 s vs RAPTOR 300 s: -86%; annotation 32 s: -89%
+    assert "-86% [" in lm and "-89% [" in oracle
+    assert "| qasper | dtcrs (lm) | 3 | 3 | 2 | 4 | 41.0 |" in text
+    assert "| qasper | dtcrs (annotation) | 3 | 3 | 1 | 3 | 32.0 |" in text
+    # The agreement table and the LM classifier's confusion matrix over all questions (annotated by predicted).
+    assert "| qasper | all questions | lm | tiny-gguf | 4 | 0 | 25% (1/4) | 0.25 | 1.00 | 0.75 |" in text
+    assert "| qasper | tiny-gguf | abstractive | 1 | 1 | 0 |" in text  # q1 right, q4 called extractive
+    assert "| qasper | tiny-gguf | extractive | 0 | 1 | 0 |" in text  # q2 called abstractive
+    assert "| qasper | tiny-gguf | yes_no | 1 | 0 | 0 |" in text  # q3 called extractive
+    # 2 of the 4 annotated questions are abstractive: 50%, Wilson [15%, 85%] includes the paper's 20%.
+    assert "- qasper: 50% (2/4) of the annotated questions are abstractive (95% Wilson [15%, 85%])" in text
+    assert "| seed 002: more than 20% of QASPER questions are abstractive (annotated type) | not reproduced" in text
+
+
+def test_sections_option_rebuilds_only_the_named_sections(tmp_path):
+    """--sections trees replaces the trees section and its verdict rows and keeps the packing section and its
+    rows as written, even once the packing study is gone."""
+    studies = tmp_path / "studies"
+    frames = [packing_rows(20, packer, 160, 42, "tiny-135m") for packer in ("packed", "submod")]
+    write_sweep(studies / PACKING.directory, frames)
+    write_sweep(studies / TREES.directory, classifier_study_rows())
+    out = tmp_path / "docs" / "replication.md"
+    assert main(["--studies", str(studies), "--out", str(out), "--resamples", "300"]) == 0
+    before = out.read_text()
+    # Same runs: the rebuilt document is the document.
+    assert rebuild_sections(before, ["trees"], Settings(studies, out, 300)) == before
+
+    import shutil
+
+    shutil.rmtree(studies / PACKING.directory)  # the other studies' runs are not on this machine
+    shutil.rmtree(studies / TREES.directory)
+    write_sweep(studies / TREES.directory, classifier_study_rows(shift=50.0))
+    assert main(["--studies", str(studies), "--out", str(out), "--resamples", "300", "--sections", "trees"]) == 0
+    after = out.read_text()
+
+    def section(text, title):
+        start = text.index(f"## {title}")
+        end = text.find("\n## ", start + 1)
+        return text[start : end if end >= 0 else len(text)]
+
+    packing_title = next(x[3:] for x in before.splitlines() if x.startswith("## Seed 000: budgeted packing"))
+    assert section(after, packing_title) == section(before, packing_title)
+    assert "**Not run yet.**" not in section(after, packing_title)
+    verdicts = [x for x in after.splitlines() if x.startswith("| seed ")]
+    assert [x for x in verdicts if x.startswith("| seed 000")] == [
+        x for x in before.splitlines() if x.startswith("| seed 000")
+    ]
+    # The trees rows are the new runs' (build times 50 s longer), in the trees rows' place, none left over.
+    trees_title = "Seed 002: RAPTOR vs the query-driven tree (DTCRS): nodes and build time"
+    assert section(after, trees_title) != section(before, trees_title)
+    assert "| qasper | dtcrs (lm) | 3 | 3 | 2 | 4 | 191.0 |" in after
+    assert sum(x.startswith("| seed 002") for x in verdicts) == sum(
+        x.startswith("| seed 002") for x in before.splitlines()
+    )
+    assert verdicts.index(next(x for x in verdicts if x.startswith("| seed 002"))) > max(
+        i for i, x in enumerate(verdicts) if x.startswith("| seed 000")
+    )
+    with pytest.raises(SystemExit):
+        main(["--out", str(out), "--sections", "nonsense"])
+    assert main(["--out", str(tmp_path / "absent.md"), "--sections", "trees"]) == 2
+
+
+def test_a_rebuilt_section_without_old_rows_goes_after_the_earlier_sections_rows(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, classifier_study_rows())
+    title = "Seed 002: RAPTOR vs the query-driven tree (DTCRS): nodes and build time"
+    document = (
+        "# Replication study\n\nIntro.\n\n## Verdicts\n\n| claim | verdict | evidence |\n|---|---|---|\n"
+        "| seed 001: x | reproduced | e |\n| seed 000: submod > naive on y | reversed | f |\n\n"
+        f"## Other\n\nkept\n\n## {title}\n\nold text\n"
+    )
+    text = rebuild_sections(document, ["trees"], Settings(studies, tmp_path / "r.md", 300))
+    rows = [x for x in text.splitlines() if x.startswith("| seed ")]
+    assert rows[:2] == ["| seed 001: x | reproduced | e |", "| seed 000: submod > naive on y | reversed | f |"]
+    assert all(x.startswith("| seed 002") for x in rows[2:]) and len(rows) > 2
+    assert "## Other\n\nkept\n\n## Seed 002" in text and "old text" not in text
+    with pytest.raises(ValueError, match="no section"):
+        rebuild_sections("# x\n\n## Verdicts\n", ["trees"], Settings(studies, tmp_path / "r.md", 300))
 
 
 def test_other_datasets_get_their_own_packing_rows_with_n_and_mde(tmp_path):

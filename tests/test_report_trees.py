@@ -1,9 +1,17 @@
 import json
+import math
 
 import pandas as pd
 
 from harness.report.tables import Options
-from harness.report.trees import relative_change, score_by_question_type_table, tree_cost_table
+from harness.report.trees import (
+    classified_questions,
+    classifier_agreement_tables,
+    relative_change,
+    score_by_question_type_table,
+    tree_cost_table,
+    tree_tables,
+)
 
 
 def rows(dtcrs_seconds=5.0):
@@ -53,3 +61,84 @@ def test_score_by_question_type():
     data = table.data.set_index(["policy", "question_type"])
     assert data.loc[("tree=dtcrs", "extractive"), "mean"] == 0.5
     assert data.loc[("tree=raptor", "yes_no"), "n"] == 1
+
+
+def classifier_rows():
+    """Six questions routed by the LM classifier and by the annotation classifier, one RAPTOR row, and a
+    repeat of q0 under a second seed (counted once)."""
+    lm_cases = [  # (question, annotated, predicted, source, parsed)
+        ("q0", "abstractive", "abstractive", "lm", True),
+        ("q1", "abstractive", "extractive", "rules", False),
+        ("q2", "extractive", "extractive", "rules", False),
+        ("q3", "yes_no", "yes_no", "rules", False),
+        ("q4", "unanswerable", "extractive", "lm", True),
+        ("q5", "unannotated", "extractive", "rules", False),
+    ]
+    records = []
+    for seed in (0, 1):
+        for qid, annotated, predicted, source, parsed in lm_cases if seed == 0 else lm_cases[:1]:
+            base = {"dataset": "qasper", "question_id": qid, "seed": seed, "tree": "dtcrs"}
+            base["cfg.tree.lm.name"] = "smollm2-135m-gguf"
+            records.append(
+                {
+                    **base,
+                    "tree.classifier": "lm",
+                    "tree.annotated_class": annotated,
+                    "tree.question_class": predicted,
+                    "tree.class_source": source,
+                    "tree.lm_parsed": parsed,
+                }
+            )
+            oracle = annotated  # classifier=annotation: the annotated class, "unannotated" for q5
+            records.append(
+                {
+                    **base,
+                    "tree.classifier": "annotation",
+                    "tree.annotated_class": annotated,
+                    "tree.question_class": oracle,
+                    "tree.class_source": "annotation",
+                    "tree.lm_parsed": None,
+                }
+            )
+    records.append({"dataset": "qasper", "question_id": "q0", "seed": 0, "tree": "raptor"})
+    return pd.DataFrame(records)
+
+
+def test_classifier_agreement_by_hand():
+    tables = {t.name: t for t in classifier_agreement_tables(classifier_rows(), None, Options())}
+    summary = tables["classifier_agreement"].data.set_index("classifier")
+    lm = summary.loc["lm"]
+    assert (lm["lm"], lm["questions"], lm["annotated"], lm["unannotated"]) == ("smollm2-135m-gguf", 6, 5, 1)
+    # Correct: q0, q2, q3 of the 5 annotated; q5 is not scored.
+    assert (lm["correct"], lm["accuracy"]) == (3, 0.6)
+    assert lm["lm_parsed_share"] == 2 / 6 and lm["rules_share"] == 4 / 6
+    assert lm["lm_accuracy"] == 0.5  # q0 right, q4 wrong
+    assert lm["predicted_abstractive_share"] == 1 / 6 and lm["annotated_abstractive_share"] == 2 / 5
+    oracle = summary.loc["annotation"]
+    assert (oracle["accuracy"], oracle["unannotated"], oracle["rules_share"]) == (1.0, 1, 0.0)
+    assert math.isnan(oracle["lm_parsed_share"])
+    assert tables["classifier_agreement"].display.set_index("classifier").loc["lm", "accuracy"] == "0.600 (3/5)"
+
+    confusion = tables["classifier_confusion"].data
+    lm_matrix = confusion[confusion["classifier"] == "lm"].set_index("annotated")
+    assert list(lm_matrix.index) == ["extractive", "abstractive", "yes_no", "unanswerable", "unannotated"]
+    expected = {  # annotated -> {predicted: count}
+        "extractive": {"extractive": 1},
+        "abstractive": {"abstractive": 1, "extractive": 1},
+        "yes_no": {"yes_no": 1},
+        "unanswerable": {"extractive": 1},
+        "unannotated": {"extractive": 1},
+    }
+    for annotated, row in lm_matrix.iterrows():
+        for predicted in ("extractive", "abstractive", "yes_no", "unanswerable", "unannotated"):
+            assert row[f"predicted {predicted}"] == expected[annotated].get(predicted, 0), (annotated, predicted)
+    oracle_matrix = confusion[confusion["classifier"] == "annotation"].set_index("annotated")
+    assert oracle_matrix.loc["unannotated", "predicted unannotated"] == 1
+    assert oracle_matrix.loc["abstractive", "predicted abstractive"] == 2
+
+
+def test_classifier_agreement_needs_the_annotated_class():
+    assert classifier_agreement_tables(rows(), None, Options()) == []
+    assert classified_questions(classifier_rows().drop(columns=["tree.annotated_class"])) is None
+    names = [t.name for t in tree_tables(classifier_rows(), None, Options())]
+    assert names == ["classifier_agreement", "classifier_confusion"]

@@ -1,18 +1,25 @@
-"""Question analysis for the dynamic tree: parsing the LM's class, rule fallback, sub-question parsing."""
+"""Question analysis for the dynamic tree: parsing the LM's class, rule fallback, the annotated class,
+sub-question parsing."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from harness.tree.questions import (
+    UNANNOTATED,
+    annotated_question_class,
+    annotation_class,
+    classifier_mode,
     classify_question,
     decompose_question,
-    gold_question_class,
     parse_question_class,
     parse_subquestions,
     rule_question_class,
     table_of_contents,
 )
+from harness.types import Example
 
 
 class Scripted:
@@ -38,6 +45,10 @@ class Scripted:
         ("unanswerable", "unanswerable"),
         ("The question is unanswerable", "unanswerable"),
         ("extractive or abstractive", None),  # names two classes: not a decision
+        # SmolLM2 echoes the option list: unparsed, never its first word.
+        ("Extractive, abstractive, yes/", None),
+        ("Extractive, abstractive, yes/...", None),
+        ("extractive, abstractive, yes/no or unanswerable", None),
         ("", None),
         ("I think it is a question", None),
     ],
@@ -65,19 +76,64 @@ def test_rule_question_class(question, label):
     assert rule_question_class(question) == label
 
 
-def test_classify_uses_the_lm_then_rules_then_gold():
+def test_classify_uses_the_lm_then_rules_and_says_whether_the_output_was_parsed():
     lm = Scripted("Abstractive")
     got = classify_question("What is the seed lexicon?", lm)
-    assert (got.label, got.source, got.raw) == ("abstractive", "lm", "Abstractive")
+    assert (got.label, got.source, got.raw, got.lm_parsed) == ("abstractive", "lm", "Abstractive", True)
     assert "What is the seed lexicon?" in lm.prompts[0]
     got = classify_question("Do they use BERT?", Scripted("hmm"))
-    assert (got.label, got.source) == ("yes_no", "rules")
-    assert classify_question("Why?", None, mode="gold", qtype="boolean").label == "yes_no"
-    assert classify_question("Why?", None, mode="gold", qtype="").source == "rules"
-    assert classify_question("Why is it?", None, mode="rules").label == "abstractive"
+    assert (got.label, got.source, got.lm_parsed) == ("yes_no", "rules", False)
+    # The echoed option list falls back to the rules, not to "extractive".
+    got = classify_question("Why does it fail?", Scripted("Extractive, abstractive, yes/"))
+    assert (got.label, got.source, got.lm_parsed) == ("abstractive", "rules", False)
+    got = classify_question("Why is it?", None, mode="rules")
+    assert (got.label, got.source, got.lm_parsed) == ("abstractive", "rules", None)
     with pytest.raises(ValueError, match="classifier"):
         classify_question("Why?", None, mode="oracle")
-    assert gold_question_class("none") == "unanswerable"
+    with pytest.raises(ValueError, match="language model"):
+        classify_question("Why?", None, mode="lm")
+
+
+def test_annotation_classifier_routes_by_the_annotated_class_and_never_guesses():
+    got = classify_question("Why?", None, mode="annotation", annotated="yes_no")
+    assert (got.label, got.source, got.lm_parsed) == ("yes_no", "annotation", None)
+    for missing in (None, "", UNANNOTATED):
+        got = classify_question("Why does it fail?", None, mode="annotation", annotated=missing)
+        assert (got.label, got.source) == (UNANNOTATED, "annotation")  # not the rules' "abstractive"
+    # ``gold`` is the older name of the annotation classifier.
+    assert classifier_mode("gold") == "annotation"
+    assert classify_question("Why?", None, mode="gold", annotated="extractive").source == "annotation"
+    assert annotation_class("none") == "unanswerable" and annotation_class("Yes/No") == "yes_no"
+    assert annotation_class("bridge") is None
+
+
+def _example(qtype="", **metadata):
+    return Example("q", "Why?", ("a",), (), (), qtype=qtype, dataset="qasper", metadata=metadata)
+
+
+def test_annotated_class_is_the_annotators_majority_ties_to_the_first_named():
+    got = annotated_question_class(_example("extractive", answer_types=("extractive", "abstractive", "abstractive")))
+    assert (got.label, got.agreement, got.annotators) == ("abstractive", 2 / 3, 3)
+    got = annotated_question_class(_example("yes_no", answer_types=("yes_no", "unanswerable")))
+    assert (got.label, got.agreement, got.annotators) == ("yes_no", 0.5, 2)
+    assert annotated_question_class(_example("extractive", answer_types=("extractive",))).agreement == 1.0
+    # A loader's single answer type (QuALITY, NarrativeQA) and, failing that, a qtype that names a class.
+    assert annotated_question_class(_example("hard", answer_type="abstractive")).label == "abstractive"
+    assert annotated_question_class(_example("abstractive")).label == "abstractive"
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        _example(),  # a QASPER record without an answer type
+        _example(answer_types=()),
+        _example(answer_types=("", None)),
+        _example("bridge"),  # HotpotQA's question type is not an answer class
+    ],
+)
+def test_a_question_without_an_annotated_type_is_unannotated(example):
+    got = annotated_question_class(example)
+    assert (got.label, got.annotators) == (UNANNOTATED, 0) and math.isnan(got.agreement)
 
 
 def test_parse_subquestions_strips_numbering_drops_short_and_duplicate_lines():

@@ -189,7 +189,9 @@ def load_narrativeqa(
                 qtype=kinds.get(doc_id, ""),
                 split=split,
                 dataset=name,
-                metadata={"document_id": doc_id, "context": context},
+                # answer_type: the answer class for the dynamic tree's annotation classifier; the answers
+                # are free-form, written by annotators from a summary, not spans of the story.
+                metadata={"document_id": doc_id, "context": context, "answer_type": "abstractive"},
             )
         )
     return examples

@@ -203,6 +203,9 @@ def load_quality(
                         "bare_question": q["question"].strip(),
                         "article_id": article_id,
                         "title": str(record.get("title") or ""),
+                        # The answer class for the dynamic tree's annotation classifier: an option is
+                        # written by the question's author, not a span copied from the article.
+                        "answer_type": "abstractive",
                     },
                 )
             )

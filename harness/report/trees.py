@@ -1,4 +1,6 @@
-"""Summary-tree sections: answer score by question type per policy, and tree size and build time."""
+"""Summary-tree sections: answer score by question type per policy, tree size and build time, and the DTCRS
+question classifier scored against the annotated answer type (confusion matrix, accuracy, the share of
+classes the LM's output gave and the share the rules fallback gave, per dataset, classifier and LM)."""
 
 from __future__ import annotations
 
@@ -89,7 +91,153 @@ def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Rep
     return ReportTable("tree_cost", "Summary trees: nodes and build time", data, display, note=note)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# the question classifier against the annotated type
+
+CLASS_ORDER = ("extractive", "abstractive", "yes_no", "unanswerable", "unannotated")
+UNANNOTATED = "unannotated"
+# The LM behind a tree, from the rows' config columns (the first one a run has).
+LM_COLUMNS = ("cfg.tree.lm.name", "cfg.tree.lm.pretrained", "cfg.tree.lm.offline_model", "cfg.tree.lm._target_")
+AGREEMENT_KEYS = ("dataset", "tree", "classifier", "lm")
+
+
+def _first_present(frame: pd.DataFrame, columns: tuple[str, ...], default: str) -> pd.Series:
+    out = pd.Series(default, index=frame.index, dtype=object)
+    for column in reversed(columns):
+        if column in frame:
+            values = frame[column]
+            out = values.where(values.notna() & (values.astype(str) != ""), out)
+    return out.astype(str)
+
+
+def classified_questions(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per (dataset, tree, classifier, LM, question) that a classifier routed, with the columns
+    ``predicted``, ``annotated``, ``source`` (lm / rules / annotation) and ``parsed`` (the LM's output named
+    one class; NaN when no LM was asked); None when no row carries both a class and an annotated class.
+    A question repeated over seeds, budgets or packers is counted once (its class does not depend on them)."""
+    needed = {"tree.question_class", "tree.annotated_class"}
+    if not needed <= set(rows.columns):
+        return None
+    rows = rows.loc[rows["tree.question_class"].notna() & rows["tree.annotated_class"].notna()]
+    if rows.empty:
+        return None
+    question = rows["qkey"] if "qkey" in rows else rows["question_id"]
+    classifier = _first_present(rows, ("tree.classifier", "cfg.tree.classifier"), "lm")
+    frame = pd.DataFrame(
+        {
+            "dataset": rows["dataset"].astype(str) if "dataset" in rows else "–",
+            "tree": rows["tree"].astype(str) if "tree" in rows else "dtcrs",
+            "classifier": classifier.replace({"gold": "annotation"}),
+            "lm": _first_present(rows, LM_COLUMNS, "–"),
+            "question": question.astype(str),
+            "predicted": rows["tree.question_class"].astype(str),
+            "annotated": rows["tree.annotated_class"].astype(str),
+            "source": rows["tree.class_source"].astype(str) if "tree.class_source" in rows else "–",
+            "parsed": rows["tree.lm_parsed"] if "tree.lm_parsed" in rows else float("nan"),
+        }
+    )
+    return frame.drop_duplicates([*AGREEMENT_KEYS, "question"]).reset_index(drop=True)
+
+
+def classifier_agreement(questions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, confusion) per (dataset, tree, classifier, LM) of :func:`classified_questions`.
+
+    summary: ``questions``; ``annotated`` and ``unannotated`` (a question without an annotated type is
+    counted there and left out of the accuracy, never scored against a guess); ``accuracy`` (predicted ==
+    annotated over the annotated questions); ``lm_parsed_share`` (classes the LM's output named, over the
+    questions the LM was asked; NaN for a classifier that asks none); ``lm_accuracy`` (accuracy of the
+    classes the LM's output gave, fallbacks left out); ``rules_share`` (classes from the
+    rules: the fallback under classifier=lm); the predicted and annotated shares of abstractive (the class
+    that gets a tree by default). confusion: annotated class (rows) by predicted class (columns), counts."""
+    summaries, confusions = [], []
+    for key, group in questions.groupby(list(AGREEMENT_KEYS), sort=True):
+        annotated = group[group["annotated"] != UNANNOTATED]
+        asked = group["parsed"].notna()
+        by_lm = annotated[annotated["source"] == "lm"]  # the LM's own decisions, fallbacks left out
+        parsed = group.loc[asked, "parsed"].astype(bool)
+        summaries.append(
+            {
+                **dict(zip(AGREEMENT_KEYS, key, strict=True)),
+                "questions": len(group),
+                "annotated": len(annotated),
+                "unannotated": len(group) - len(annotated),
+                "correct": int((annotated["predicted"] == annotated["annotated"]).sum()),
+                "accuracy": float((annotated["predicted"] == annotated["annotated"]).mean())
+                if len(annotated)
+                else math.nan,
+                "lm_parsed_share": float(parsed.mean()) if len(parsed) else math.nan,
+                "lm_accuracy": float((by_lm["predicted"] == by_lm["annotated"]).mean()) if len(by_lm) else math.nan,
+                "rules_share": float((group["source"] == "rules").mean()),
+                "predicted_abstractive_share": float((group["predicted"] == "abstractive").mean()),
+                "annotated_abstractive_share": float((annotated["annotated"] == "abstractive").mean())
+                if len(annotated)
+                else math.nan,
+            }
+        )
+        counts = pd.crosstab(group["annotated"], group["predicted"])
+        labels = [c for c in CLASS_ORDER if c in set(counts.index) | set(counts.columns)]
+        labels += sorted((set(counts.index) | set(counts.columns)) - set(labels))
+        counts = counts.reindex(index=labels, columns=labels, fill_value=0)
+        for annotated_class, line in counts.iterrows():
+            confusions.append(
+                {
+                    **dict(zip(AGREEMENT_KEYS, key, strict=True)),
+                    "annotated": annotated_class,
+                    **{f"predicted {c}": int(line[c]) for c in labels},
+                }
+            )
+    confusion = pd.DataFrame(confusions)
+    predicted = [c for c in confusion.columns if c.startswith("predicted ")]
+    confusion[predicted] = confusion[predicted].fillna(0).astype(int)
+    return pd.DataFrame(summaries), confusion
+
+
+def classifier_agreement_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> list[ReportTable]:
+    """The question classifier against the annotated type: accuracy and shares, and the confusion matrix."""
+    questions = classified_questions(rows)
+    if questions is None:
+        return []
+    summary, confusion = classifier_agreement(questions)
+    display = summary.drop(columns=["correct"]).copy()
+    display["accuracy"] = [
+        f"{fmt(a)} ({c}/{n})"
+        for a, c, n in zip(summary["accuracy"], summary["correct"], summary["annotated"], strict=True)
+    ]
+    for column in (
+        "lm_parsed_share",
+        "lm_accuracy",
+        "rules_share",
+        "predicted_abstractive_share",
+        "annotated_abstractive_share",
+    ):
+        display[column] = display[column].map(fmt)
+    note = (
+        "Each question counted once per dataset, tree, classifier and LM. Accuracy: the class that routed the "
+        "question equals its annotated class, over the annotated questions (an unannotated one is counted "
+        "apart, not scored). lm_parsed_share: the LM's output named exactly one class (an output naming "
+        "several, such as an echo of the option list, is unparsed); rules_share: the class came from the "
+        "rules (the fallback of classifier=lm). classifier=annotation routes by the annotated class (an "
+        "oracle): its accuracy is 1 by construction."
+    )
+    return [
+        ReportTable("classifier_agreement", "Question classifier vs annotated type", summary, display, note=note),
+        ReportTable(
+            "classifier_confusion",
+            "Question classifier: confusion matrix (annotated class by predicted class)",
+            confusion,
+            confusion.astype(str),
+            note="Counts of questions; rows: annotated class, columns: the class the classifier gave.",
+        ),
+    ]
+
+
 def tree_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> list[ReportTable]:
     return [
-        t for t in (score_by_question_type_table(rows, layout, options), tree_cost_table(rows, layout, options)) if t
+        t
+        for t in (
+            score_by_question_type_table(rows, layout, options),
+            tree_cost_table(rows, layout, options),
+            *classifier_agreement_tables(rows, layout, options),
+        )
+        if t
     ]

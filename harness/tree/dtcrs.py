@@ -1,8 +1,13 @@
 """DTCRS (Luo et al.): a summary tree built per question, only for questions that need one.
 
 1. Classify the question (extractive / abstractive / yes-no / unanswerable) with the LM, falling back
-   to rules on unparseable output. Only classes in ``tree_classes`` (default: abstractive) get a
-   tree; any other question keeps its pool unchanged (the dense baseline).
+   to rules on unparsed output (``classifier=lm``); or by rules alone (``rules``); or by the question's
+   annotated class (``annotation``, an oracle that separates classification from tree construction;
+   ``gold`` is an older name of it). Only classes in ``tree_classes`` (default: abstractive) get a
+   tree; any other question, an unannotated one under ``annotation`` included, keeps its pool
+   unchanged (the dense baseline). Every row records the annotated class
+   (``tree.annotated_class``, ``unannotated`` when the dataset gives none), so the classifier can be
+   scored against it whichever classifier routed the question.
 2. Generate a table of contents of the document with the LM (the document cut to
    ``toc_input_tokens``: a very long document gets a partial table of contents).
 3. Decompose the question into sub-questions grounded in that table of contents.
@@ -15,7 +20,8 @@
 The tree depends on the question, so it is cached per (question, document, settings, LM, encoder,
 seed). ``expand`` returns, with each question's pool, the facts that become ``tree.*`` row columns,
 with the same keys whether or not a tree was built, so a reader of the results sees why it was or was
-not: the class and its source, the table of contents, the sub-questions, nodes per layer and
+not: the class, its source (lm, rules, annotation) and whether the LM's output was parsed, the
+annotated class and the annotators' agreement on it, the table of contents, the sub-questions, nodes per layer and
 construction seconds (classification, table of contents and decomposition included; leaf embedding
 excluded) and the LM calls and prompt tokens of the same steps. A tree read from the cache reports
 its original build's seconds and LM work (``cached`` says so). ``last_fit`` keeps the last first-layer
@@ -35,10 +41,13 @@ from harness.stage import StageInfo
 from harness.tree.base import TreeServices
 from harness.tree.clustering import SeededFit, seeded_clusters
 from harness.tree.questions import (
+    CLASSIFIERS,
     CLASSIFY_PROMPT,
     DECOMPOSE_PROMPT,
     QUESTION_CLASSES,
     TOC_PROMPT,
+    annotated_question_class,
+    classifier_mode,
     classify_question,
     decompose_question,
     table_of_contents,
@@ -47,7 +56,7 @@ from harness.tree.recursive import RecursiveSummaryTree
 from harness.tree.summary_tree import SummaryTree, lm_work, lm_work_since
 from harness.types import Pool
 
-CLASSIFIERS = ("lm", "rules", "gold")
+__all__ = ["CLASSIFIERS", "DynamicTree"]
 
 
 class DynamicTree(RecursiveSummaryTree):
@@ -70,8 +79,10 @@ class DynamicTree(RecursiveSummaryTree):
         unknown = [c for c in tree_classes if c not in QUESTION_CLASSES]
         if unknown:
             raise ValueError(f"tree {name!r}: unknown tree_classes {unknown}; choose from {QUESTION_CLASSES}")
-        if classifier not in CLASSIFIERS:
-            raise ValueError(f"tree {name!r}: classifier must be one of {CLASSIFIERS}, got {classifier!r}")
+        try:
+            classifier = classifier_mode(classifier)
+        except ValueError:
+            raise ValueError(f"tree {name!r}: classifier must be one of {CLASSIFIERS}, got {classifier!r}") from None
         for field, value in (
             ("max_subquestions", max_subquestions),
             ("toc_input_tokens", toc_input_tokens),
@@ -114,14 +125,20 @@ class DynamicTree(RecursiveSummaryTree):
 
         work = lm_work(lm)
         start = time.perf_counter()
+        annotation = annotated_question_class(example)
         classification = classify_question(
-            example.question, lm, self.classifier, example.qtype, self.classify_max_tokens
+            example.question, lm, self.classifier, annotation.label, self.classify_max_tokens
         )
         classify_seconds = time.perf_counter() - start
         info: StageInfo = {
+            "classifier": self.classifier,
             "question_class": classification.label,
             "class_source": classification.source,
             "class_raw": classification.raw,
+            "lm_parsed": classification.lm_parsed,
+            "annotated_class": annotation.label,
+            "annotator_agreement": annotation.agreement,
+            "annotators": annotation.annotators,
         }
         if classification.label not in self.tree_classes or not example.documents:
             return pool, {

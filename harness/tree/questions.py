@@ -7,10 +7,13 @@ the returned ``source`` so results can separate LM decisions from fallbacks.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from harness.protocols import ChatLM
+from harness.types import Example
 
 QUESTION_CLASSES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
@@ -87,7 +90,8 @@ _ABSTRACTIVE_NOUNS = re.compile(
 
 
 def parse_question_class(output: str) -> str | None:
-    """The single class the output names, or None when it names none or several."""
+    """The single class the output names, or None (unparsed) when it names none or several: an output
+    that echoes the option list ("Extractive, abstractive, yes/...") is unparsed, never its first word."""
     found = {label for label, pattern in _LABEL_PATTERNS.items() if pattern.search(output or "")}
     return found.pop() if len(found) == 1 else None
 
@@ -109,7 +113,7 @@ def rule_question_class(question: str) -> str:
     return "extractive"
 
 
-_GOLD_ALIASES = {
+_ANNOTATION_ALIASES = {
     "extractive": "extractive",
     "abstractive": "abstractive",
     "yes_no": "yes_no",
@@ -119,40 +123,90 @@ _GOLD_ALIASES = {
     "none": "unanswerable",
 }
 
+# The annotated class of a question that has none (its dataset annotates no answer type, or the record
+# carries none): counted as such, never guessed.
+UNANNOTATED = "unannotated"
 
-def gold_question_class(qtype: str) -> str | None:
-    """The class a dataset's answer type names (QASPER: extractive/abstractive/yes_no/unanswerable)."""
-    return _GOLD_ALIASES.get((qtype or "").strip().lower())
+# ``classifier`` values; ``gold`` is an older name of ``annotation``.
+CLASSIFIERS = ("lm", "rules", "annotation")
+_CLASSIFIER_ALIASES = {"gold": "annotation"}
+
+
+def classifier_mode(mode: str) -> str:
+    """The canonical classifier name (``gold`` reads as ``annotation``); ValueError for an unknown one."""
+    canonical = _CLASSIFIER_ALIASES.get(mode, mode)
+    if canonical not in CLASSIFIERS:
+        raise ValueError(f"classifier must be one of {CLASSIFIERS}, got {mode!r}")
+    return canonical
+
+
+def annotation_class(answer_type: str) -> str | None:
+    """The class an answer-type label names (QASPER: extractive/abstractive/yes_no/unanswerable), or None."""
+    return _ANNOTATION_ALIASES.get((answer_type or "").strip().lower())
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A question's annotated class and the share of its annotators who gave it."""
+
+    label: str  # a class of QUESTION_CLASSES, or UNANNOTATED
+    agreement: float = math.nan  # annotators giving ``label`` / annotators with a type
+    annotators: int = 0
+
+
+def annotated_question_class(example: Example) -> Annotation:
+    """The question's annotated class, from what its loader recorded.
+
+    QASPER (``metadata["answer_types"]``, one type per annotator): the majority type; a tie goes to the
+    tied type named first (so a question with one annotator, or two who disagree, takes the first
+    annotator's type, which is also its ``qtype``). Datasets without per-answer types carry one
+    ``metadata["answer_type"]`` set by their loader (QuALITY, NarrativeQA: abstractive, a mapping of this
+    harness, see their loaders). Otherwise ``qtype`` when it names a class. A question with none of these,
+    or whose types name no class, is UNANNOTATED."""
+    metadata = example.metadata or {}
+    types = metadata.get("answer_types") or ()
+    labels = [label for label in (annotation_class(t) for t in types if isinstance(t, str)) if label is not None]
+    if not labels:
+        single = metadata.get("answer_type")
+        single = (annotation_class(single) if isinstance(single, str) else None) or annotation_class(example.qtype)
+        labels = [single] if single is not None else []
+    if not labels:
+        return Annotation(UNANNOTATED)
+    label, count = Counter(labels).most_common(1)[0]  # equal counts keep first-seen order
+    return Annotation(label, count / len(labels), len(labels))
 
 
 @dataclass(frozen=True)
 class Classification:
-    label: str
-    source: str  # lm | rules | gold
+    label: str  # a class of QUESTION_CLASSES, or UNANNOTATED (classifier=annotation without an annotation)
+    source: str  # lm | rules | annotation
     raw: str = ""
+    lm_parsed: bool | None = None  # whether the LM's output named one class; None when no LM was asked
 
 
 def classify_question(
-    question: str, lm: ChatLM | None, mode: str = "lm", qtype: str = "", max_new_tokens: int = 8
+    question: str,
+    lm: ChatLM | None,
+    mode: str = "lm",
+    annotated: str | None = None,
+    max_new_tokens: int = 8,
 ) -> Classification:
-    """The question's class by ``mode``: ``lm`` (rules when the output is unparseable), ``rules`` or
-    ``gold`` (the dataset's answer type; rules when it names no class)."""
-    if mode == "gold":
-        label = gold_question_class(qtype)
-        if label is not None:
-            return Classification(label, "gold", qtype)
-        return Classification(rule_question_class(question), "rules", qtype)
+    """The question's class by ``mode``: ``lm`` (rules when the output is unparsed: it names no class or
+    several), ``rules``, or ``annotation`` (the annotated class ``annotated``, an oracle; a question
+    without one is UNANNOTATED, so it gets no tree, never a guess). ``gold`` is read as ``annotation``."""
+    mode = classifier_mode(mode)
+    if mode == "annotation":
+        label = annotated if annotated in QUESTION_CLASSES else UNANNOTATED
+        return Classification(label, "annotation", annotated or "")
     if mode == "rules":
         return Classification(rule_question_class(question), "rules")
-    if mode != "lm":
-        raise ValueError(f"classifier must be lm, rules or gold, got {mode!r}")
     if lm is None:
         raise ValueError("classifier=lm needs a language model")
     raw = lm.chat([CLASSIFY_PROMPT.format(question=question.strip())], max_new_tokens)[0]
     label = parse_question_class(raw)
     if label is None:
-        return Classification(rule_question_class(question), "rules", raw)
-    return Classification(label, "lm", raw)
+        return Classification(rule_question_class(question), "rules", raw, lm_parsed=False)
+    return Classification(label, "lm", raw, lm_parsed=True)
 
 
 def table_of_contents(document: str, lm: ChatLM, max_new_tokens: int = 200) -> str:

@@ -1,10 +1,17 @@
-"""The document: the sections in order, the verdict table, the command line."""
+"""The document: the sections in order, the verdict table, the command line.
+
+``--sections NAME ...`` rebuilds only the named sections inside an existing document: their text and their
+rows of the verdict table are replaced, every other section and verdict row is kept as written (so a
+section can be refreshed from its study without rerunning, or even having, the others' runs).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -27,14 +34,29 @@ log = logging.getLogger("harness.report.replication")
 # ----------------------------------------------------------------------------------------------------------
 # the document
 
-SECTIONS: Sequence[Callable[[Settings], Section]] = (
-    packing_section,
-    reader_columns_section,
-    ablation_section,
-    ladder_section,
-    injection_section,
-    trees_section,
+
+@dataclass(frozen=True)
+class SectionSpec:
+    """A section of the document: its name on the command line, its builder, and the pattern of the claims
+    it writes into the verdict table (how ``--sections`` finds the rows a rebuilt section replaces)."""
+
+    name: str
+    build: Callable[[Settings], Section]
+    claims: str  # a regular expression matched at the start of a verdict row's claim
+
+
+SECTION_SPECS: Sequence[SectionSpec] = (
+    SectionSpec("packing", packing_section, r"seed 000: submod > naive on (?!reader F1)"),
+    SectionSpec("reader_columns", reader_columns_section, r"seed 000: submod > naive on reader F1"),
+    SectionSpec("ablation", ablation_section, r"seed 000 ablation:"),
+    SectionSpec("ladder", ladder_section, r"seed 000: (?:answer-in-context explains|\S+ − \S+ > 0 on F1)"),
+    SectionSpec("injection", injection_section, r"seed 001:"),
+    SectionSpec("trees", trees_section, r"seed 002:"),
 )
+SECTIONS: Sequence[Callable[[Settings], Section]] = tuple(spec.build for spec in SECTION_SPECS)
+SECTION_NAMES = tuple(spec.name for spec in SECTION_SPECS)
+VERDICTS_HEADING = "## Verdicts"
+_CELL = re.compile(r"(?<!\\)\|")
 
 
 def render(settings: Settings) -> str:
@@ -58,6 +80,82 @@ def render(settings: Settings) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(lines before the first "## " heading, [(heading line, the lines under it)])."""
+    preamble: list[str] = []
+    blocks: list[tuple[str, list[str]]] = []
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("## "):
+            blocks.append((line, []))
+        elif blocks:
+            blocks[-1][1].append(line)
+        else:
+            preamble.append(line)
+    return preamble, blocks
+
+
+def _claim(row: str) -> str:
+    cells = _CELL.split(row.strip())
+    return cells[1].strip().replace("\\|", "|") if len(cells) > 2 else ""
+
+
+def _table_rows(lines: list[str]) -> tuple[int, int]:
+    """(first, end) indices of the data rows of the first markdown table in ``lines`` (after its header)."""
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if start is None:
+        return len(lines), len(lines)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return min(start + 2, end), end
+
+
+def rebuild_sections(text: str, names: Sequence[str], settings: Settings) -> str:
+    """``text`` (a document written by :func:`render`) with the sections ``names`` rebuilt from their runs:
+    each section's block is replaced where it stands, and its verdict rows (those whose claim matches its
+    pattern) are replaced by the new ones at the place of the first old one. Everything else is kept."""
+    unknown = [n for n in names if n not in SECTION_NAMES]
+    if unknown:
+        raise ValueError(f"unknown sections {unknown}; choose from {SECTION_NAMES}")
+    preamble, blocks = _blocks(text)
+    headings = [heading for heading, _ in blocks]
+    if VERDICTS_HEADING not in headings:
+        blocks.insert(0, (VERDICTS_HEADING, ["", "| claim | verdict | evidence |", "|---|---|---|", ""]))
+        headings.insert(0, VERDICTS_HEADING)
+    verdict_lines = blocks[headings.index(VERDICTS_HEADING)][1]
+    first, end = _table_rows(verdict_lines)
+    if first == end == len(verdict_lines):  # a verdicts heading without a table
+        verdict_lines[:] = ["", "| claim | verdict | evidence |", "|---|---|---|", ""]
+        first = end = 3
+    rows = verdict_lines[first:end]
+    for spec in (s for s in SECTION_SPECS if s.name in names):
+        log.info("section: %s", spec.build.__name__)
+        section = spec.build(settings)
+        heading = f"## {section.title}"
+        if heading not in headings:
+            raise ValueError(
+                f"{settings.out} has no section {section.title!r} to rebuild; write the whole document instead"
+            )
+        blocks[headings.index(heading)] = (heading, ["", *section.lines, ""])
+        pattern = re.compile(spec.claims)
+        owned = [i for i, row in enumerate(rows) if pattern.match(_claim(row))]
+        new_rows = to_markdown(pd.DataFrame(section.verdicts)).split("\n")[2:] if section.verdicts else []
+        if owned:
+            at = owned[0]
+        else:  # after the rows of the sections before it in the document's order
+            earlier = [re.compile(s.claims) for s in SECTION_SPECS[: SECTION_SPECS.index(spec)]]
+            before = [i for i, row in enumerate(rows) if any(p.match(_claim(row)) for p in earlier)]
+            at = before[-1] + 1 if before else 0
+        kept = [row for i, row in enumerate(rows) if i not in set(owned)]
+        at -= sum(1 for i in owned if i < at)
+        rows = kept[:at] + new_rows + kept[at:]
+    verdict_lines[first:end] = rows
+    parts = list(preamble)
+    for heading, lines in blocks:  # each block's lines end with the blank line before the next heading
+        parts += [heading, *lines]
+    return "\n".join(parts).rstrip() + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m harness.report replicate",
@@ -76,6 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default: 0)")
     parser.add_argument(
+        "--sections",
+        nargs="+",
+        choices=SECTION_NAMES,
+        metavar="NAME",
+        help="rebuild only these sections (and their verdict rows) inside the existing --out document, "
+        f"keeping every other section as written; one or more of: {', '.join(SECTION_NAMES)}",
+    )
+    parser.add_argument(
         "--commands",
         action="store_true",
         help="print the command of every study, one per line in the order to run them, and exit",
@@ -90,6 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(studies=args.studies, out=args.out, n_resamples=args.resamples, seed=args.seed)
+    if args.sections:
+        if not settings.out.is_file():
+            print(f"--sections rebuilds sections inside an existing document; {settings.out} does not exist")
+            return 2
+        text = rebuild_sections(settings.out.read_text(), args.sections, settings)
+        settings.out.write_text(text)
+        print(f"rebuilt {', '.join(args.sections)} in {settings.out} ({len(text.splitlines())} lines)")
+        return 0
     text = render(settings)
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     settings.out.write_text(text)
