@@ -30,7 +30,7 @@ from harness.metrics import context_diagnostics, exact_match, f1_score
 from harness.metrics.answers import DEFAULT_ANSWER_SCORER, answer_precision_recall, check_answer_scorer
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import check_scorers, dataset_scores
-from harness.metrics.provenance import provenance_columns
+from harness.metrics.provenance import context_columns, pool_column
 from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.metrics.support import evidence_diagnostics, joint_scores
 from harness.pack.base import PackingRequest
@@ -263,7 +263,11 @@ class Pipeline:
             with threadpools.limit(limits=1):
                 indices, diversify_info = self.diversifier.select(pool)
             selected = pool.subset(indices)
-            columns = {**stage_columns("tree", tree_info), **stage_columns("diversify", diversify_info)}
+            columns = {
+                **stage_columns("tree", tree_info),
+                **stage_columns("diversify", diversify_info),
+                **pool_column(pool, selected),
+            }
             selections.append(Selection(pool, selected, columns, selection_metrics(selected, pool, int(cfg.k))))
         return selections
 
@@ -426,7 +430,7 @@ class Pipeline:
                 CONTEXT_TOKENS: count,
                 PROMPT_TOKENS: n,
             }
-            figures.update(provenance_columns(context, text, pool, selected))
+            figures.update(context_columns(context, text, pool))
             prepared.append(Prepared(pool, selected, context, text, prompt, figures))
         return prepared
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from harness.metrics.context import answer_in_context
-from harness.metrics.provenance import answer_spans, pool_records, provenance_columns, snippet_records
+from harness.metrics.provenance import answer_spans, context_columns, pool_column, pool_records, snippet_records
 from harness.types import Candidate, Context, Document, Example, Pool, Snippet
 
 
@@ -80,11 +80,11 @@ def test_support_is_null_where_the_dataset_marks_it_per_paragraph_only():
 def test_pool_records_mark_what_the_diversifier_kept():
     example, pool = example_and_pool()
     records = pool_records(pool, ["d0", "tree:1:0"], example)
-    assert [(r["id"], r["kept"], r["gold"]) for r in records] == [
-        ("d0", True, True),
-        ("copy0:d0", False, True),
-        ("tree:1:0", True, True),
-        ("d1", False, False),
+    assert [(r["id"], r["kept"], r["gold"], r["ans"]) for r in records] == [
+        ("d0", True, True, True),
+        ("copy0:d0", False, True, True),
+        ("tree:1:0", True, True, True),
+        ("d1", False, False, False),
     ]
     assert records[2]["layer"] == 1 and "layer" not in records[0]
 
@@ -92,7 +92,10 @@ def test_pool_records_mark_what_the_diversifier_kept():
 def test_the_columns_are_compact_json():
     example, pool = example_and_pool()
     snippets = [Snippet("Alpha is in Paris.", "d0", ("d0",), 5, "Alpha", 0)]
-    columns = provenance_columns(Context(snippets, 20, "t"), snippets[0].text, pool, pool.subset([0]))
+    columns = {
+        **context_columns(Context(snippets, 20, "t"), snippets[0].text, pool),
+        **pool_column(pool, pool.subset([0])),
+    }
     assert set(columns) == {"snippets", "answer_spans", "pool"}
     assert json.loads(columns["answer_spans"]) == [[12, 17]]
     assert ", " not in columns["pool"] and sum(r["kept"] for r in json.loads(columns["pool"])) == 1

@@ -14,7 +14,7 @@ Three row columns, each a JSON list (rows hold scalars: ``harness.stage.scalar``
   normalised tokens of :func:`harness.metrics.answers.normalize_answer`; non-empty exactly when
   ``answer_in_context`` is 1 (short of an answer that straddles two snippets).
 - ``pool``: the candidates the diversifier chose from, in rank order: ``id``, ``title``, ``score``,
-  ``gold``, ``kind``, ``layer`` and ``kept`` (the diversifier kept it).
+  ``gold``, ``ans`` (holds a gold answer), ``kind``, ``layer`` and ``kept`` (the diversifier kept it).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness.metrics.answers import answer_tokens, as_answer_list, normalize_answer
+from harness.metrics.context import answer_in_context
 from harness.metrics.support import snippet_sentences
 from harness.types import Context, Example, Pool
 
@@ -123,7 +124,8 @@ def snippet_records(context: Context, text: str, pool: Pool, example: Example) -
 
 
 def pool_records(pool: Pool, kept: Sequence[str], example: Example) -> list[dict[str, Any]]:
-    """The diversifier's candidates in rank order, with whether it kept each."""
+    """The diversifier's candidates in rank order, with whether it kept each and whether it holds a gold
+    answer (``ans``: a kept candidate holding it while the context does not is an answer packing dropped)."""
     gold, chosen = set(example.gold_doc_ids), set(kept)
     records = []
     for cand in pool.candidates:
@@ -132,6 +134,7 @@ def pool_records(pool: Pool, kept: Sequence[str], example: Example) -> list[dict
             "title": cand.title,
             "score": round(float(cand.score), 4),
             "gold": any(s in gold for s in cand.source_ids),
+            "ans": bool(answer_in_context(cand.text, example.answers)),
             "kind": cand.kind,
             "kept": cand.cand_id in chosen,
         }
@@ -141,12 +144,19 @@ def pool_records(pool: Pool, kept: Sequence[str], example: Example) -> list[dict
     return records
 
 
-def provenance_columns(context: Context, text: str, pool: Pool, selected: Pool) -> dict[str, str]:
-    """The row's provenance columns (JSON strings): snippets, answer spans and the pool."""
+_COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
+
+
+def pool_column(pool: Pool, selected: Pool) -> dict[str, str]:
+    """The row's ``pool`` column (JSON): computed once per selection, shared by its packers and budgets."""
+    kept = [c.cand_id for c in selected.candidates]
+    return {POOL: json.dumps(pool_records(pool, kept, pool.example), **_COMPACT)}
+
+
+def context_columns(context: Context, text: str, pool: Pool) -> dict[str, str]:
+    """The row's ``snippets`` and ``answer_spans`` columns (JSON)."""
     example = pool.example
-    compact = {"separators": (",", ":"), "ensure_ascii": False}
     return {
-        SNIPPETS: json.dumps(snippet_records(context, text, pool, example), **compact),
-        ANSWER_SPANS: json.dumps(answer_spans(text, example.answers), **compact),
-        POOL: json.dumps(pool_records(pool, [c.cand_id for c in selected.candidates], example), **compact),
+        SNIPPETS: json.dumps(snippet_records(context, text, pool, example), **_COMPACT),
+        ANSWER_SPANS: json.dumps(answer_spans(text, example.answers), **_COMPACT),
     }
