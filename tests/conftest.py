@@ -100,3 +100,22 @@ def postgres_url(tmp_path_factory):
 
     with postgres_server(tmp_path_factory.mktemp("postgres") / "data") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def chromium_session(tmp_path_factory):
+    """One headless Chromium WebDriver per test process (tests/helpers/browser.py); fails without `make browser`."""
+    from tests.helpers.browser import chromium_driver, missing_browser
+
+    if (reason := missing_browser()) is not None:
+        pytest.fail(reason, pytrace=False)
+    with chromium_driver(tmp_path_factory.mktemp("chromium-profile")) as driver:
+        yield driver
+
+
+@pytest.fixture
+def chromium(chromium_session):
+    """A fresh tab of the shared driver: ``BrowserPage`` with open, console_errors and screenshot."""
+    from tests.helpers.browser import BrowserPage
+
+    return BrowserPage(chromium_session)
