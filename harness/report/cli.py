@@ -24,6 +24,7 @@ from harness.report.load import (
     load_runs,
     short_name,
 )
+from harness.report.longform import longform_tables
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
 from harness.report.scoring import scoring_lines
 from harness.report.tables import (
@@ -166,6 +167,7 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
     tables, report.studies = diversity_tables(rows, layout, options)
     report.tables.extend(tables)
     report.tables.extend(tree_tables(rows, layout, options))
+    report.tables.extend(longform_tables(rows, layout, options))
     footnote = mmr_footnote(rows)
     for table in report.tables:
         table.footnote = footnote

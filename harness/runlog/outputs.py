@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from harness.metrics.registry import metric_names
+from harness.metrics.registry import METEOR, ROUGE_L, metric_names
 from harness.stats import summarize_columns
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,42 @@ def summarize(rows: pd.DataFrame, seed: int = 0, n_resamples: int = 2000) -> pd.
     return summarize_columns(rows, columns, n_resamples=n_resamples, seed=seed)
 
 
+def corpus_metrics(cfg: DictConfig, rows: pd.DataFrame) -> dict:
+    """Run-level figures that are no mean of per-question scores, by the dataset config's scorers:
+    ``bleu_rouge_meteor`` gives NarrativeQA's corpus BLEU-1 / BLEU-4 (n-grams pooled over the answered
+    questions, from the rows' ``answer`` and ``gold_answers``) beside mean ROUGE-L and METEOR."""
+    from harness.metrics.longform import check_scorers, narrativeqa_scores
+
+    dataset = cfg.get("dataset") or {}
+    scorers = check_scorers(dataset.get("scorers"))
+    if "bleu_rouge_meteor" not in scorers or "answer" not in rows.columns or "gold_answers" not in rows.columns:
+        return {}
+    answered = rows[rows["answer"].notna()]
+    if answered.empty:
+        return {}
+    scores = narrativeqa_scores(
+        answered["answer"].astype(str).tolist(),
+        [json.loads(gold) for gold in answered["gold_answers"]],
+        rouge=answered[ROUGE_L].astype(float).tolist() if ROUGE_L in answered else None,
+        meteors=answered[METEOR].astype(float).tolist() if METEOR in answered else None,
+    )
+    return {"narrativeqa": scores}
+
+
+def print_corpus_metrics(corpus: dict) -> None:
+    scores = corpus.get("narrativeqa")
+    if not scores:
+        return
+    meteor = f"{scores['meteor_mean']:.3g}" if scores["meteor_available"] else "n/a"
+    line = (
+        f"NarrativeQA over {scores['n']} answers: corpus BLEU-1 {scores['bleu1_corpus']:.3g}, "
+        f"BLEU-4 {scores['bleu4_corpus']:.3g}; mean ROUGE-L {scores['rougeL_mean']:.3g}, METEOR {meteor}"
+    )
+    if not scores["meteor_available"]:
+        line += f" ({scores['meteor_unavailable_reason']})"
+    Console().print(line, highlight=False)
+
+
 def print_summary(summary: pd.DataFrame, title: str) -> None:
     table = Table(title=title)
     for column in ("metric", "mean", "95% CI", "n"):
@@ -122,6 +158,7 @@ def print_summary_payload(payload: dict) -> None:
     frame = pd.DataFrame([{"metric": name, **m} for name, m in payload["metrics"].items()])
     run = payload["run"]
     print_summary(frame, title=" ".join(f"{k}={v}" for k, v in run.items()) + f"  ({payload['n_questions']} questions)")
+    print_corpus_metrics(payload.get("corpus_metrics") or {})
 
 
 def write_outputs(
@@ -142,6 +179,8 @@ def write_outputs(
             rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}
             for rec in summary.itertuples()
         },
+        # Run-level figures beside the means (NarrativeQA's corpus BLEU): no bootstrap interval.
+        "corpus_metrics": corpus_metrics(cfg, rows),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "counters": counters,
     }
