@@ -337,3 +337,11 @@ def test_the_validity_verdict_carries_an_mde_read_off_its_interval(tmp_path):
     low, high, mde = map(float, found.groups())
     # (z_0.975 + z_0.8) * (high - low) / (2 * z_0.975), from the printed (rounded) interval
     assert mde == pytest.approx(2.801585 * (high - low) / (2 * 1.959964), abs=0.002)
+
+
+def test_trees_section_with_classification_runs_only_scores_the_classifier(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, classifier_study_rows()[3:])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    assert "| qasper | all questions | lm | tiny-gguf | 4 | 0 | 25% (1/4) |" in text
+    assert "No tree runs yet" in text and "| seed 002: DTCRS" not in text

@@ -148,6 +148,9 @@ def trees_section(settings: Settings) -> Section:
             classifier = variant.removeprefix("dtcrs (").removesuffix(")")
             accuracy = _accuracy_text(summary, dataset, classifier) if len(summary) else "accuracy not measured"
             verdicts.extend(_tree_verdicts(section, dataset, classifier, accuracy, raptor, dtcrs, settings))
+    if not records:
+        section.add("", "No tree runs yet (only classification runs): the tree verdicts need the study's tree jobs.")
+        return section
     section.table(pd.DataFrame(records))
     figure = _trees_figure(pd.DataFrame(records), settings)
     section.add("", f"![trees: build time and summary nodes]({settings.relative(figure)})", "")
@@ -219,6 +222,8 @@ def _classifier_lines(
     if len(lm_confusion):
         scope = "all questions" if (lm_confusion["scope"] == "all questions").any() else "trees' sample"
         lm_confusion = lm_confusion[lm_confusion["scope"] == scope]
+        predicted = [c for c in lm_confusion.columns if c.startswith("predicted ")]
+        lm_confusion = lm_confusion[lm_confusion[predicted].sum(axis=1) > 0]  # annotated classes with questions
         section.add(
             f"Confusion matrix of the LM classifier ({scope}; rows: annotated class, columns: the class that "
             "routed the question, LM or rules):"
@@ -226,6 +231,7 @@ def _classifier_lines(
         section.table(
             lm_confusion.drop(columns=["scope", "classifier", "tree"], errors="ignore").rename(columns={"lm": "LM"})
         )
+    shares = []
     for dataset in sorted(summary["dataset"].unique()):
         at = summary[(summary["dataset"] == dataset) & (summary["classifier"] == "lm")]
         at = at[at["scope"] == "all questions"] if (at["scope"] == "all questions").any() else at
@@ -251,7 +257,9 @@ def _classifier_lines(
                 f"{_share(abstractive, n)} [{low:.0%}, {high:.0%}]; the LM classifier called "
                 f"{_share(called, int(r['questions']))}",
             )
-        section.add("", line)
+        shares.append(line)
+    if shares:
+        section.add("Abstractive questions, the class that gets a tree:", "", *shares)
     section.add("")
 
 
