@@ -26,7 +26,7 @@ from harness.cache import stable_hash
 from harness.cache.postgres import redacted
 from harness.data.aliases import LOWER_BOUND
 from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
-from harness.metrics import context_diagnostics, exact_match, f1_score
+from harness.metrics import context_diagnostics, exact_match, f1_score, wordnet_corpus
 from harness.metrics.answers import DEFAULT_ANSWER_SCORER, answer_precision_recall, check_answer_scorer
 from harness.metrics.diversity import selection_metrics
 from harness.metrics.longform import check_scorers, dataset_scores
@@ -139,6 +139,7 @@ class Pipeline:
         self.cfg = cfg
         self.scorers = check_scorers(cfg.dataset.get("scorers"))  # before any model loads
         self.answer_scorer = check_answer_scorer(str(cfg.dataset.get("answer_scorer") or DEFAULT_ANSWER_SCORER))
+        wordnet_corpus.use_models_dir(cfg.paths.models_dir)  # METEOR's WordNet, installed by make setup
         # Stages built from the same resolved config as the previous job's are that job's objects
         # (harness.reuse): a sweep loads its tokenizer, encoder and reader once per process.
         resolved = self.resolved = OmegaConf.to_container(cfg, resolve=True)
