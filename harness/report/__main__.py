@@ -1,7 +1,13 @@
 """``python -m harness.report DIR [DIR ...]`` (see ``harness.report.cli``) and ``python -m harness.report
-replicate`` (the replication study, see ``harness.report.replication``)."""
+replicate`` (the replication study, see ``harness.report.replication``) and ``python -m harness.report view``
+(the per-question evidence viewer, see ``harness.report.viewer``)."""
 
 import sys
+
+if sys.argv[1:2] == ["view"]:
+    from harness.report.viewer import main as view
+
+    raise SystemExit(view(sys.argv[2:]))
 
 if sys.argv[1:2] == ["replicate"]:
     from harness.report.replication import main
