@@ -76,9 +76,10 @@ def test_the_disagreement_filter_shows_exactly_the_questions_the_rows_say(viewer
     chromium.open(viewer)
     wait_ready(chromium)
     driver = chromium.driver
-    listed = lambda: {
-        tr.get_attribute("data-key") for tr in driver.find_elements(By.CSS_SELECTOR, "#index tbody tr[data-key]")
-    }  # noqa: E731
+
+    def listed() -> set[str]:
+        return {tr.get_attribute("data-key") for tr in driver.find_elements(By.CSS_SELECTOR, "#index tr[data-key]")}
+
     assert listed() == set(rows["qkey"])
     driver.find_element(By.ID, "filter-disagree-aic").click()
     assert listed() == expected
