@@ -195,3 +195,23 @@ def test_tree_facts_reach_the_payload():
         "nodes_per_layer": [12, 3],
     }
     assert payload["provenance"] is False and payload["metrics"] == ["answer_in_context"]
+
+
+def test_the_report_links_each_contrast_to_its_two_policies_in_the_viewer(sweep, tmp_path, chromium):
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.report", str(sweep), "--out", str(out), "--no-plots", "--quiet"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    markdown = (out / "report.md").read_text()
+    assert "[viewer.html](viewer.html)" in markdown
+    links = [line.rsplit("[view](", 1)[1].rstrip(" |)") for line in markdown.splitlines() if "[view](" in line]
+    assert len(links) == 2  # focused and submod against the packed baseline
+    chromium.driver.get(f"{(out / links[0].split('#')[0]).resolve().as_uri()}#{links[0].split('#', 1)[1]}")
+    wait_ready(chromium)
+    shown = chromium.driver.execute_script(
+        "return [...document.querySelectorAll('#variants input:checked')].map(e => e.parentElement.textContent.trim())"
+    )
+    assert sorted(shown) == ["packer=focused", "packer=packed"]
+    assert chromium.console_errors() == []

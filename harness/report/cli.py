@@ -40,6 +40,7 @@ from harness.report.tables import (
     retrieval_perfect_table,
 )
 from harness.report.trees import tree_tables
+from harness.report.viewer import attach_viewer
 
 log = logging.getLogger("harness.report")
 
@@ -128,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling and of the split (default: 0)")
     parser.add_argument("--no-plots", action="store_true", help="write tables only")
+    parser.add_argument(
+        "--no-viewer", action="store_true", help="do not write viewer.html (python -m harness.report view) beside it"
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
     return parser
 
@@ -236,7 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out_dir = args.out or default_out_dir(args.dirs)
+    viewer = None if args.no_viewer else attach_viewer(report, rows, layout, out_dir, args.dirs)
     written = write_report(report, out_dir, args.dirs, options, plots=not args.no_plots)
+    written += [viewer] if viewer is not None else []
     if not args.quiet:
         from rich.console import Console
 

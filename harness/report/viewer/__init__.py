@@ -14,11 +14,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.report.load import REPORT_DIR, Layout, annotate, load_runs
-from harness.report.viewer.data import build_payload
+from harness.report.viewer.data import build_payload, variant_label
 from harness.report.viewer.page import render_page
 
 log = logging.getLogger("harness.report.viewer")
@@ -52,6 +53,38 @@ def compare_hash(label_a: str, label_b: str) -> str:
     from urllib.parse import urlencode
 
     return urlencode({"compare": f"{label_a}|{label_b}"})
+
+
+def contrast_links(contrasts: pd.DataFrame, rows: pd.DataFrame, viewer: str = VIEWER_FILE) -> list[str]:
+    """A markdown link per contrast (the report's ``contrasts`` table data) to the viewer showing its two policies."""
+    budgets_vary = "budget" in rows.columns and rows["budget"].nunique() > 1
+    datasets_vary = "dataset" in rows.columns and rows["dataset"].nunique() > 1
+
+    def label(policy: str, record: Any) -> str:
+        budget = getattr(record, "budget", None) if budgets_vary else None
+        dataset = str(getattr(record, "dataset", "")) if datasets_vary else None
+        return variant_label(policy, budget, dataset)
+
+    return [
+        f"[view]({viewer}#{compare_hash(label(r.policy, r), label(r.baseline, r))})"
+        for r in contrasts.itertuples(index=False)
+    ]
+
+
+def attach_viewer(
+    report: Any, rows: pd.DataFrame, layout: Layout, out_dir: Path, sources: Sequence[str]
+) -> Path | None:
+    """Beside a report of rows with provenance: the viewer in ``out_dir``, a link to it in the preamble and a
+    ``viewer`` column of links in the contrasts table (each contrast opens its two policies side by side)."""
+    if "snippets" not in rows.columns:
+        return None
+    path = out_dir / VIEWER_FILE
+    write_viewer(rows, layout, sources, path)
+    report.scoring.append(f"Per-question evidence of these runs: [{VIEWER_FILE}]({VIEWER_FILE}) (offline HTML).")
+    for table in report.tables:
+        if table.name == "contrasts" and len(table.data):
+            table.display = table.display.assign(viewer=contrast_links(table.data, rows))
+    return path
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,6 +67,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def variant_label(policy: str, budget: Any = None, dataset: str | None = None) -> str:
+    """A variant's name in the viewer: the policy, then the budget and dataset where those vary."""
+    label = policy
+    if budget is not None:
+        label += f", B={format_value(budget)}"
+    if dataset is not None:
+        label += f" [{dataset}]"
+    return label
+
+
 def variants_of(rows: pd.DataFrame, layout: Layout) -> tuple[pd.Series, list[Variant]]:
     """Each row's variant index, and the variants in policy order then budget."""
     settings = [c for c in ("dataset", "budget") if c in rows.columns]
@@ -81,12 +91,13 @@ def variants_of(rows: pd.DataFrame, layout: Layout) -> tuple[pd.Series, list[Var
         named = dict(zip(keys, values, strict=True))
         first = group.iloc[0]
         components = {short_name(c): format_value(first[c]) for c in layout.policy if c in group}
-        label = str(named["policy"])
+        label = variant_label(
+            str(named["policy"]),
+            named.get("budget") if budgets_vary else None,
+            str(named["dataset"]) if datasets_vary else None,
+        )
         if budgets_vary:
-            label += f", B={format_value(named['budget'])}"
             components["budget"] = format_value(named["budget"])
-        if datasets_vary:
-            label += f" [{named['dataset']}]"
         budget = named.get("budget")
         variants.append(
             Variant(label, components, str(named.get("dataset", "")), None if budget is None else int(budget))
