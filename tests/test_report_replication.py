@@ -205,6 +205,9 @@ def test_trees_verdicts_name_their_classifier_and_its_accuracy(tmp_path):
     assert "accuracy 100% (3/3) on trees' sample" in oracle and "an oracle" in oracle
     # build time: lm 41 s vs RAPTOR 300 s: -86%; annotation 32 s: -89%
     assert "-86% [" in lm and "-89% [" in oracle
+    # The LM built trees for q1 (annotated abstractive) and q2 (extractive); the oracle for q1 only.
+    assert "DTCRS built a tree for 2 of 3 questions (1 of them annotated abstractive, of 1 such questions)" in text
+    assert "DTCRS built a tree for 1 of 3 questions (1 of them annotated abstractive, of 1 such questions)" in text
     assert "| qasper | dtcrs (lm) | 3 | 3 | 2 | 4 | 41.0 |" in text
     assert "| qasper | dtcrs (annotation) | 3 | 3 | 1 | 3 | 32.0 |" in text
     # The agreement table and the LM classifier's confusion matrix over all questions (annotated by predicted).

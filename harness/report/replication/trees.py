@@ -279,9 +279,14 @@ def _tree_verdicts(
         for tree, frame in (("raptor", raptor), ("dtcrs", dtcrs))
     }
     with_trees = int((dtcrs["tree.summary_nodes"] > 0).sum())
+    routed = ""
+    if "tree.annotated_class" in dtcrs:
+        annotated = dtcrs["tree.annotated_class"].astype(str)
+        hits = int(((dtcrs["tree.summary_nodes"] > 0) & (annotated == "abstractive")).sum())
+        routed = f" ({hits} of them annotated abstractive, of {int((annotated == 'abstractive').sum())} such questions)"
     lines = [
         f"- {dataset}, {name}; {accuracy}: each RAPTOR tree serves {len(dtcrs) / len(raptor):.1f} of the sampled "
-        f"questions; DTCRS built a tree for {with_trees} of {len(dtcrs)} questions; per tree with summaries "
+        f"questions; DTCRS built a tree for {with_trees} of {len(dtcrs)} questions{routed}; per tree with summaries "
         f"{fmt(per_tree['dtcrs'], digits=1)} s against RAPTOR's {fmt(per_tree['raptor'], digits=1)} s, so "
         + (
             "the saving comes from building fewer trees, not cheaper ones"
