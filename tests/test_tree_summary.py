@@ -270,16 +270,16 @@ def test_dynamic_tree_leaves_non_abstractive_questions_alone():
     assert len(lm.prompts) == 1 and lm.prompts[0].startswith("Classify")
 
 
-def test_unparseable_class_falls_back_to_rules_and_gold_mode_reads_the_dataset():
+def test_unparseable_class_falls_back_to_rules_and_annotation_mode_reads_the_dataset():
     lm = FakeChatLM(question_class="I am not sure about this one")
     tree = DynamicTree(lm=lm, **SETTINGS)
     _, info = tree.expand(make_long_pool(question="How does a rocket engine produce thrust?"), services())
     assert info["question_class"] == "abstractive"
     assert info["class_source"] == "rules"
-    gold = DynamicTree(lm=FakeChatLM(), classifier="gold", **SETTINGS)
+    annotation = DynamicTree(lm=FakeChatLM(), classifier="annotation", **SETTINGS)
     pool = make_long_pool(qtype="yes_no")
-    out, info = gold.expand(pool, services())
-    assert out is pool and info["class_source"] == "gold" and info["question_class"] == "yes_no"
+    out, info = annotation.expand(pool, services())
+    assert out is pool and info["class_source"] == "annotation" and info["question_class"] == "yes_no"
 
 
 def test_failed_decomposition_seeds_with_the_question_itself():
