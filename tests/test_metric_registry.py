@@ -73,6 +73,7 @@ def test_summary_list_is_the_registry_query():
         "alpha_ndcg",
         "s_recall",
         "err_ia",
+        "nerr_ia",
         "apd",
         "vendi",
         "pool_redundancy",

@@ -18,6 +18,7 @@ from harness.metrics.ranking import (
     alpha_ndcg_at_k,
     err_ia_at_k,
     ndcg_at_k,
+    nerr_ia_at_k,
     recall_at_k,
     s_recall_at_k,
 )
@@ -134,6 +135,82 @@ def test_err_ia_hand_worked():
     assert math.isnan(err_ia_at_k(SELECTED, (), 5))
 
 
+def test_err_ia_is_unnormalised_and_scales_to_ndevals_err_ia_column():
+    # One gold document at rank 1 scores only 1/2: ERR-IA is the expected reciprocal rank itself.
+    assert err_ia_at_k(["A"], ("A",), 5) == pytest.approx(0.5)
+    # ndeval's ERR-IA@5 column divides the raw gain G@5 by |T| * sum_{i<5} (1/2)^i / (i + 1):
+    # for SELECTED, G@5 = 1 + .5/2 + 0 + 1/4 + 0 = 1.5 and the sum is 1 + 1/4 + 1/12 + 1/32 + 1/80 = 1.3770833,
+    # so ndeval prints 1.5 / (3 * 1.3770833) = .363086, this ERR-IA (.25) times 2 / 1.3770833.
+    ideal_ideal = 1 + 1 / 4 + 1 / 12 + 1 / 32 + 1 / 80
+    assert 1.5 / (3 * ideal_ideal) == pytest.approx(err_ia_at_k(SELECTED, GOLD, 5) * 2 / ideal_ideal)
+    assert 1.5 / (3 * ideal_ideal) == pytest.approx(0.3630862, abs=1e-7)
+
+
+def test_nerr_ia_hand_worked():
+    # Raw gain G@k = sum_r (1/r) sum_t J(r, t) (1/2)^(times t was covered above r).
+    # SELECTED (A, copy of A, X, B, Y): G@5 = 1/1 + .5/2 + 0/3 + 1/4 + 0/5 = 1.5.
+    # Judged documents: the pool (A, A', X, B, Y, Z) plus C, a gold document no pool entry holds.
+    # Greedy ideal: A (gain 1), B (1), C (1), A' (.5), then zero gains: G@5 = 1 + 1/2 + 1/3 + .5/4 = 47/24.
+    # nERR-IA@5 = 1.5 / (47/24) = 36/47 = .76596 (ERR-IA@5 = .25 on the unnormalised scale).
+    assert nerr_ia_at_k(SELECTED, GOLD, 5, judged=FULL_POOL) == pytest.approx(36 / 47, rel=1e-12)
+    assert nerr_ia_at_k(SELECTED, GOLD, 5) == pytest.approx(36 / 47, rel=1e-12)  # judged defaults to the ranking
+    # the same ratio as ERR-IA of the run over ERR-IA of the ideal ranking: (47/24) / (2 * 3) = 47/144
+    ideal_ranking = [("A",), ("B",), ("C",), ("A",)]
+    assert err_ia_at_k(ideal_ranking, GOLD, 5) == pytest.approx(47 / 144)
+    assert nerr_ia_at_k(SELECTED, GOLD, 5) == pytest.approx(0.25 / (47 / 144))
+    # k = 1: G@1 = 1 for the run and for the ideal, so 1.0 (the unnormalised ERR-IA@1 is .5 / 3).
+    assert nerr_ia_at_k(SELECTED, GOLD, 1) == pytest.approx(1.0)
+    # One document per gold id: A, B at ranks 1-2 give G@5 = 1.5; the ideal A, B, C gives 1 + 1/2 + 1/3 = 11/6.
+    assert nerr_ia_at_k(["A", "B"], GOLD, 5) == pytest.approx(1.5 / (11 / 6))  # 9/11 = .81818
+    assert nerr_ia_at_k(["A", "B", "C"], GOLD, 5) == pytest.approx(1.0)
+    assert nerr_ia_at_k(["X", "Y"], GOLD, 5) == 0.0
+    # A summary node covering A and B: the run scores G@3 = 2; the judged documents are the node, A and B,
+    # and the ideal is the node (gain 2), then A (.5), then B (.5): 2 + .5/2 + .5/3 = 29/12.
+    assert nerr_ia_at_k([("A", "B")], ("A", "B"), 1) == pytest.approx(1.0)
+    assert nerr_ia_at_k([("A", "B")], ("A", "B"), 3) == pytest.approx(2 / (29 / 12))  # 24/29
+    assert math.isnan(nerr_ia_at_k(SELECTED, (), 5))
+    with pytest.raises(ValueError, match="positive integer"):
+        nerr_ia_at_k(SELECTED, GOLD, 0)
+
+
+def _ndeval_scores(ranked_rows: list[int], pool: list[tuple[str, ...]], gold: tuple[str, ...]) -> dict[str, float]:
+    """pyndeval (TREC's ndeval.c) on one question: the pool entries are the judged documents."""
+    pyndeval = pytest.importorskip("pyndeval")
+    # Docnos fall as the pool order rises, so ndeval's tie rule (the larger docno) picks the earlier
+    # entry, as nerr_ia_at_k does.
+    names = [f"d{999 - row:03d}" for row in range(len(pool))]
+    qrels = [("q", topic, name, 1) for name, entry in zip(names, pool, strict=True) for topic in entry if topic in gold]
+    singletons = {entry[0] for entry in pool if len(entry) == 1}
+    qrels += [("q", topic, f"c{99 - j:02d}", 1) for j, topic in enumerate(gold) if topic not in singletons]
+    run = [("q", names[row], float(len(ranked_rows) - rank)) for rank, row in enumerate(ranked_rows)]
+    measures = [f"{name}@{k}" for name in ("ERR-IA", "nERR-IA") for k in (5, 10, 20)]
+    return pyndeval.ndeval(qrels, run, measures=measures)["q"]
+
+
+def test_err_ia_and_nerr_ia_against_pyndeval_on_the_hand_worked_example():
+    scores = _ndeval_scores(list(range(5)), FULL_POOL, GOLD)
+    assert scores["nERR-IA@5"] == pytest.approx(36 / 47, rel=1e-12)
+    assert scores["ERR-IA@5"] == pytest.approx(0.25 * 2 / (1 + 1 / 4 + 1 / 12 + 1 / 32 + 1 / 80), rel=1e-12)
+
+
+def test_err_ia_and_nerr_ia_against_pyndeval_on_random_pools():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        gold = tuple(f"g{i}" for i in range(int(rng.integers(1, 5))))
+        ids = [*gold, "n0", "n1", "n2"]
+        pool = [
+            tuple(dict.fromkeys(rng.choice(ids, size=int(rng.choice([1, 1, 1, 2, 3])), replace=True).tolist()))
+            for _ in range(int(rng.integers(1, 26)))
+        ]
+        rows = rng.permutation(len(pool))[: int(rng.integers(1, min(len(pool), 20) + 1))].tolist()
+        ranked = [pool[row] for row in rows]
+        scores = _ndeval_scores(rows, pool, gold)
+        for k in (5, 10, 20):
+            ideal_ideal = sum(0.5**i / (i + 1) for i in range(k))
+            assert nerr_ia_at_k(ranked, gold, k, judged=pool) == pytest.approx(scores[f"nERR-IA@{k}"], abs=1e-12)
+            assert err_ia_at_k(ranked, gold, k) * 2 / ideal_ideal == pytest.approx(scores[f"ERR-IA@{k}"], abs=1e-12)
+
+
 def test_selection_metrics_assembles_every_column():
     embeddings = np.vstack([unit(np.hstack([PLANE, np.zeros((4, 1))])), [[0, 0, 1], [0, 0, 1]]])
     full = pool_from_arrays(embeddings.astype(np.float32), [1.0, 0.0, 0.0], source_ids=FULL_POOL, gold=GOLD)
@@ -145,6 +222,7 @@ def test_selection_metrics_assembles_every_column():
         "alpha_ndcg",
         "s_recall",
         "err_ia",
+        "nerr_ia",
         "apd",
         "vendi",
         "pool_redundancy",
@@ -155,6 +233,7 @@ def test_selection_metrics_assembles_every_column():
     assert row["ndcg"] == pytest.approx(ndcg_at_k(SELECTED, GOLD, 5))
     assert row["alpha_ndcg"] == pytest.approx(alpha_ndcg_at_k(SELECTED, GOLD, 5, ideal_candidates=FULL_POOL))
     assert row["s_recall"] == 1.0 and row["err_ia"] == pytest.approx(0.25)
+    assert row["nerr_ia"] == pytest.approx(36 / 47)  # the ideal is greedy over the pool plus gold document C
     assert row["apd"] == pytest.approx(average_pairwise_distance(embeddings[:5]), rel=1e-6)
     assert row["vendi"] == pytest.approx(vendi_score(embeddings[:5]), rel=1e-6)
     # Full pool pairs above .95: (u1, u2) and the two copies of (0, 0, 1): 2 of 15.

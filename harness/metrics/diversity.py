@@ -15,6 +15,7 @@ from harness.metrics.ranking import (
     alpha_ndcg_at_k,
     err_ia_at_k,
     ndcg_at_k,
+    nerr_ia_at_k,
     s_recall_at_k,
 )
 from harness.metrics.registry import (
@@ -22,6 +23,7 @@ from harness.metrics.registry import (
     APD,
     ERR_IA,
     NDCG,
+    NERR_IA,
     POOL_REDUNDANCY,
     RECALL,
     S_RECALL,
@@ -122,6 +124,7 @@ def selection_metrics(selected_pool: Pool, full_pool: Pool, k: int) -> dict[str,
         ALPHA_NDCG: alpha_ndcg_at_k(ranked, gold, k, ideal_candidates=pool_ranked),
         S_RECALL: s_recall_at_k(ranked, gold, k, retrievable_ids=retrievable),
         ERR_IA: err_ia_at_k(ranked, gold, k),
+        NERR_IA: nerr_ia_at_k(ranked, gold, k, judged=pool_ranked),
         APD: average_pairwise_distance(top),
         VENDI: vendi_score(top),
         POOL_REDUNDANCY: near_duplicate_fraction(full_pool.embeddings),
