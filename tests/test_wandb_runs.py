@@ -211,6 +211,7 @@ def check_report_run(sweep: Path, group: str) -> RunFiles:
     assert list(staged) == ["viewer.html"]
     assert staged["viewer.html"].read_bytes() == (report / "viewer.html").read_bytes()
     assert 'id="payload"' in staged["viewer.html"].read_text()
+    assert "](viewer.html)" in (report / "report.md").read_text()  # the report links its viewer
     files = RunFiles.entries(run.artifact("report"))
     assert {"report.md", *(p.name for p in csvs + pngs)} <= set(files)
     return run

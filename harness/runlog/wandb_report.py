@@ -2,11 +2,11 @@
 
 After a Hydra multirun whose logger is W&B, the ``WandbReport`` callback (conf/hydra/callbacks/wandb_report.yaml,
 pulled in by conf/logger/wandb.yaml, so ``logger=none`` sweeps have none) builds the report of the sweep
-directory as ``python -m harness.report SWEEP_DIR`` does (``SWEEP_DIR/report``: one CSV per table, PNG plots,
-report.md) and the evidence viewer (``SWEEP_DIR/report/viewer.html``), then logs one run holding each CSV
-as a ``wandb.Table`` (``report/<table>``), each plot as a ``wandb.Image`` (``plots/<name>``), the viewer as
-an artifact of type ``viewer`` and the report directory as an artifact of type ``report``. Offline by
-default, like the jobs' runs: the run folder is ``SWEEP_DIR/wandb/offline-run-*``.
+directory as ``python -m harness.report SWEEP_DIR`` does (``SWEEP_DIR/report``: one CSV per table, PNG
+plots, report.md and the evidence viewer ``viewer.html``, here written for rows without provenance too),
+then logs one run holding each CSV as a ``wandb.Table`` (``report/<table>``), each plot as a ``wandb.Image``
+(``plots/<name>``), the viewer as an artifact of type ``viewer`` and the report directory as an artifact of
+type ``report``. Offline by default, like the jobs' runs: the run folder is ``SWEEP_DIR/wandb/offline-run-*``.
 
 The callback never fails the sweep: a report that cannot be built or logged is a warning naming the
 command that retries it, ``python -m harness.runlog.wandb_report SWEEP_DIR`` (also the way to log the
@@ -61,7 +61,7 @@ def build_report_dir(sweep_dir: Path, options: Any, plots: bool = True) -> tuple
     returns the directory and figures of the sweep for the run's summary."""
     from harness.report.cli import build_report, default_out_dir, resolve_metric, write_report
     from harness.report.load import annotate, load_runs
-    from harness.report.viewer import VIEWER_FILE, write_viewer
+    from harness.report.viewer import VIEWER_FILE, attach_viewer, write_viewer
 
     dirs = [str(sweep_dir)]
     rows, infos = load_runs(dirs)
@@ -69,8 +69,10 @@ def build_report_dir(sweep_dir: Path, options: Any, plots: bool = True) -> tuple
     options = resolve_metric(rows, options)
     report = build_report(rows, layout, infos, options)
     out_dir = default_out_dir(dirs)
+    # As the report command writes it: the viewer beside report.md, linked from it and from each contrast.
+    if attach_viewer(report, rows, layout, out_dir, dirs) is None:
+        write_viewer(rows, layout, dirs, out_dir / VIEWER_FILE)  # rows from before provenance: plain contexts
     write_report(report, out_dir, dirs, options, plots=plots)
-    write_viewer(rows, layout, dirs, out_dir / VIEWER_FILE)
     facts = {
         "n_jobs": len(infos),
         "n_rows": len(rows),
