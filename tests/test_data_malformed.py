@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.data import DatasetFormatError, load_examples
+from harness.data import DatasetFormatError, load_examples, squad
 from harness.data.errors import DatasetNotFoundError
 from harness.data.narrativeqa import load_narrativeqa
 from harness.data.qasper import load_qasper
@@ -328,7 +328,7 @@ def _qasper_spec() -> Spec:
         marker="Paper p1",
         load=lambda folder: load_qasper(folder / "qasper.json"),
         broken={"missing_field": missing, "empty_context": empty, "duplicate_id": duplicate},
-        record_of_second=None,  # one JSON object holds every paper: the byte offset and line locate it
+        record_of_second=1,  # the paper (member of the one JSON object) the bad byte falls in
     )
 
 
@@ -550,3 +550,204 @@ def test_byte_order_mark_counts_in_the_byte_offset(tmp_path):
     offset = path.read_bytes().index(b"\xff")
     assert f"byte 0xff at byte offset {offset} (line 2)" in str(info.value)
     assert info.value.index == 1
+
+
+# ------------------------------------------------------------------------------ questions without gold
+
+
+def _beir_folder(tmp_path: Path, qrels: list[tuple[str, str, int]], queries: list[str]) -> Path:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": "d0", "title": "Zero", "text": "Doc zero."}, {"_id": "d1", "title": "One", "text": "Doc one."}]
+    (folder / "corpus.jsonl").write_text(_jsonl(corpus), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(_jsonl([{"_id": q, "text": f"{q}?"} for q in queries]), encoding="utf-8")
+    rows = "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
+    return folder
+
+
+def test_beir_queries_without_gold_in_the_corpus_are_counted_skips(tmp_path, caplog):
+    # BEIR releases hold qrels naming documents absent from the corpus and score-0 judgements; a query
+    # left with no relevant document would score NaN recall, so it is dropped, counted per reason.
+    qrels = [("u1", "d0", 1), ("u2", "gone", 1), ("u3", "d1", 0), ("u4", "gone", 2), ("u4", "d1", 0), ("u5", "d1", 1)]
+    folder = _beir_folder(tmp_path, qrels, ["u1", "u2", "u3", "u4", "u5"])
+    with caplog.at_level(logging.WARNING, logger="harness.data"):
+        examples = load_examples(folder, "beir")
+    assert [(e.question_id, e.gold_doc_ids) for e in examples] == [("u1", ("d0",)), ("u5", ("d1",))]
+    qrels_path = folder / "qrels" / "test.tsv"
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"skipped 2 of 5 queries whose relevant documents are all missing from corpus.jsonl in {qrels_path}",
+        f"skipped 1 of 5 queries without a relevant judgement (score > 0) in {qrels_path}",
+    ]
+
+
+def test_beir_with_no_query_left_is_an_error_naming_the_qrels_file(tmp_path):
+    folder = _beir_folder(tmp_path, [("u1", "gone", 1)], ["u1"])
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(folder, "beir")
+    assert info.value.path == str(folder / "qrels" / "test.tsv")
+    assert "no queries left out of 1: 1 whose relevant documents are all missing from corpus.jsonl" in str(info.value)
+
+
+def test_ragbench_records_without_relevant_sentence_keys_are_counted_skips(tmp_path, caplog):
+    # The release has rows whose documents support no sentence of the response: nothing is gold there.
+    rows = [_ragbench("q0"), {**_ragbench("q1"), "all_relevant_sentence_keys": []}, _ragbench("q2")]
+    path = tmp_path / "ragbench.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="harness.data"):
+        examples = load_examples(path, "ragbench")
+    assert [e.question_id for e in examples] == ["q0", "q2"]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"skipped 1 of 3 records without relevant sentence keys in {path}"
+    ]
+
+
+@pytest.mark.parametrize("keys", [None, "0a"])
+def test_ragbench_relevant_keys_not_a_list_are_an_error(tmp_path, keys):
+    rows = [_ragbench("q0"), {**_ragbench("q1"), "all_relevant_sentence_keys": keys}]
+    path = tmp_path / "ragbench.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "ragbench")
+    assert (info.value.path, info.value.index, info.value.record_id) == (str(path), 1, "q1")
+    assert info.value.field == "all_relevant_sentence_keys"
+
+
+# ---------------------------------------------------------------------------------- auto layout
+
+
+def test_auto_layout_names_the_file_and_the_layout_it_looks_like(tmp_path):
+    # dataset=hotpotqa dataset.layout=auto: the hotpotqa config's setting meets an IRCoT file.
+    path = tmp_path / "hotpotqa_dev_subsampled.jsonl"
+    path.write_text(_jsonl([_ircot("q0"), _ircot("q1")]), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "auto", setting="distractor")
+    message = str(info.value)
+    assert info.value.path == str(path) and message.startswith(f"{path}: ")
+    assert "looks like the 'ircot' layout" in message and "setting='distractor'" in message
+
+
+def test_auto_layout_source_on_a_hotpotqa_file_names_the_file(tmp_path):
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps([_hotpot("q0")]), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "auto", source="hotpotqa")
+    assert info.value.path == str(path)
+    assert "looks like the 'hotpotqa' layout" in str(info.value) and "source='hotpotqa'" in str(info.value)
+
+
+def test_auto_layout_setting_on_a_squad_file_names_the_file(tmp_path):
+    path = tmp_path / "covid.json"
+    path.write_text(json.dumps({"data": [_squad_article("q0", 1)]}), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "auto", setting="distractor")
+    assert info.value.path == str(path) and "looks like the 'squad' layout" in str(info.value)
+
+
+_IRCOT_SAMPLE = Path(__file__).resolve().parents[1] / "../shared/data/hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl"
+
+
+@pytest.mark.skipif(not _IRCOT_SAMPLE.is_file(), reason="shared IRCoT sample not present")
+def test_hotpotqa_config_with_auto_layout_on_the_ircot_sample_names_it():
+    from harness.data import load_dataset
+
+    path = _IRCOT_SAMPLE.resolve()
+    with pytest.raises(DatasetFormatError) as info:
+        load_dataset(str(path), "auto", name="hotpotqa", setting="distractor")
+    assert info.value.path == str(path) and "looks like the 'ircot' layout" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------- messages
+
+
+def test_qasper_non_utf8_in_concatenated_papers_names_the_record(tmp_path):
+    papers = [{"id": f"p{i}", **_paper(f"p{i}")} for i in range(3)]
+    raw = "\n".join(json.dumps(p) for p in papers).encode()
+    bad = raw.index(b"Paper p2") + 2
+    path = tmp_path / "qasper.jsonl"
+    path.write_bytes(raw[:bad] + b"\xff" + raw[bad:])
+    with pytest.raises(DatasetFormatError) as info:
+        load_qasper(path)
+    assert f"byte 0xff at byte offset {bad}" in str(info.value) and info.value.index == 2
+
+
+def test_qasper_non_utf8_in_a_list_of_papers_names_the_record(tmp_path):
+    papers = [{"id": f"p{i}", **_paper(f"p{i}")} for i in range(3)]
+    raw = json.dumps(papers, indent=1).encode()
+    bad = raw.index(b"Paper p1") + 2
+    path = tmp_path / "qasper.json"
+    path.write_bytes(raw[:bad] + b"\xff" + raw[bad:])
+    with pytest.raises(DatasetFormatError) as info:
+        load_qasper(path)
+    assert info.value.index == 1
+
+
+def test_qasper_field_of_the_wrong_type_names_the_types_in_words(tmp_path):
+    path = tmp_path / "qasper.json"
+    path.write_text(json.dumps({"p0": _paper("p0"), "p1": {**_paper("p1"), "full_text": "Cats purr."}}))
+    with pytest.raises(DatasetFormatError) as info:
+        load_qasper(path)
+    assert (info.value.index, info.value.record_id, info.value.field) == (1, "p1", "full_text")
+    assert info.value.message == "expected a list or an object, got str"
+
+
+def test_squad_context_given_as_a_list_says_so(tmp_path):
+    top = {"data": [_squad_article("q0", 1), _squad_article("q1", 2)]}
+    top["data"][1]["paragraphs"][0]["context"] = ["Title line", "Alpha beta gamma."]
+    path = tmp_path / "covid.json"
+    path.write_text(json.dumps(top), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "squad")
+    assert (info.value.index, info.value.field) == (1, "paragraphs[0].context")
+    assert info.value.message == "expected a string, got a list"
+
+
+@pytest.mark.parametrize("answer", [None, ["Use X [1]."], "  "])
+def test_expertqa_bad_answer_string_names_the_system_field(tmp_path, answer):
+    rows = [_expert("How to do A?"), _expert("How to do B?")]
+    rows[1]["answers"]["sys"]["answer_string"] = answer
+    path = tmp_path / "expert.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "expertqa")
+    assert (info.value.path, info.value.index, info.value.field) == (str(path), 1, "answers.sys.answer_string")
+
+
+def test_expertqa_system_without_answer_string_is_a_format_error(tmp_path):
+    rows = [_expert("How to do A?"), _expert("How to do B?")]
+    del rows[1]["answers"]["sys"]["answer_string"]
+    path = tmp_path / "expert.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        load_examples(path, "expertqa")
+    assert (info.value.index, info.value.field, info.value.message) == (1, "answers.sys.answer_string", "missing field")
+
+
+def test_expertqa_answers_citing_no_evidence_text_are_counted_skips(tmp_path, caplog):
+    # Evidence with text the answers never cite by [n] leaves no gold document to retrieve.
+    uncited = _expert("Q1?", evidence=["[1] http://a\n\nAlpha text.", "[2] http://b"])
+    uncited["answers"]["sys"]["answer_string"] = "Use X [2]."
+    rows = [_expert("Q0?"), uncited, {**_expert("Q2?"), "answers": {"sys": {**_expert("Q2?")["answers"]["sys"]}}}]
+    rows[2]["answers"]["sys"]["answer_string"] = "Use X."
+    path = tmp_path / "expert.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="harness.data"):
+        examples = load_examples(path, "expertqa")
+    assert [e.question for e in examples] == ["Q0?"]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"skipped 2 of 3 records whose answers cite no evidence with text in {path}"
+    ]
+
+
+def test_squad_answer_outside_every_passage_is_an_error(tmp_path):
+    top = {"data": [_squad_article("q0", 1), _squad_article("q1", 2)]}
+    paragraph = top["data"][1]["paragraphs"][0]
+    paragraph["context"] = "Title line\n\n\n\n\n\nAlpha beta gamma. Delta epsilon."
+    paragraph["qas"][0]["answers"] = [{"text": "Zeta", "answer_start": 11}]  # not in the text; offset in blank lines
+    path = tmp_path / "covid.json"
+    path.write_text(json.dumps(top), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as info:
+        squad.load_file(path, dataset="covidqa", split="test", passage_words=2)  # the title line is a passage
+    err = info.value
+    assert (err.index, err.record_id, err.field) == (1, "q1", "paragraphs[0].qas[0].answers")
+    assert "no passage" in err.message

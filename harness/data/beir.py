@@ -8,7 +8,9 @@ use it with ``retriever.setting=open``, which indexes the union of documents onc
 are the qrels with score > 0 (in corpus order); the graded judgements are kept as
 ``metadata["qrels"]`` ``{doc_id: score}``. BEIR is retrieval-only: ``answers`` is empty. Qrels
 naming a document absent from the corpus are left out of the gold set and counted in
-``metadata["missing_qrels"]`` (BEIR's evaluation ignores them as well).
+``metadata["missing_qrels"]`` (BEIR's evaluation ignores them as well). A query left with no gold
+document (its relevant documents all absent from the corpus, or every judgement scored 0) has no
+recall to measure: it is skipped, counted per reason with one warning (:class:`RecordChecks`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from harness.text.sentences import split_sentences
 from harness.types import Document, Example
 
 _QRELS_HEADER = ("query-id", "corpus-id", "score")
+# Why a judged query is skipped, completing "queries ...".
+_MISSING_GOLD = "whose relevant documents are all missing from corpus.jsonl"
+_NO_RELEVANT = "without a relevant judgement (score > 0)"
 
 
 def is_beir_folder(path: str | Path) -> bool:
@@ -115,10 +120,15 @@ def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[
     order = {d.doc_id: i for i, d in enumerate(documents)}
 
     examples = []
+    checks = RecordChecks(qrels_path, unit="queries")
     for index, (query_id, judged) in enumerate(qrels.items()):
         if query_id not in queries:
             raise DatasetFormatError(qrels_path, "query id not in queries.jsonl", index, query_id, "query-id")
-        gold = sorted((doc for doc, score in judged.items() if score > 0 and doc in order), key=order.__getitem__)
+        relevant = [doc for doc, score in judged.items() if score > 0]
+        gold = sorted((doc for doc in relevant if doc in order), key=order.__getitem__)
+        if not gold:
+            checks.skip(_MISSING_GOLD if relevant else _NO_RELEVANT)
+            continue
         examples.append(
             Example(
                 question_id=query_id,
@@ -132,4 +142,5 @@ def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[
                 metadata={"qrels": dict(judged), "missing_qrels": sum(doc not in order for doc in judged)},
             )
         )
+    checks.finish(len(qrels), len(examples))
     return examples

@@ -10,9 +10,10 @@ file (stable for a given file).
 its URL; text split into sentences), shared by every claim that cites it. Entries that are a bare
 URL (Bing Chat answers, for one) carry no text and make no document; a record whose evidence is
 all bare URLs (or that cites no evidence at all) has nothing to retrieve and is skipped by the
-loader, as is a record without any system answer (:func:`skip_reason`), with one counted warning per
-reason. A record repeating an earlier one's question and systems is a DatasetFormatError (it would be
-scored twice). Gold documents are those the answer string cites by ``[n]``.
+loader, as are a record without any system answer and one whose answers cite (by ``[n]``) no evidence
+with text, so it has no gold document (:func:`skip_reason`), with one counted warning per reason. A
+record repeating an earlier one's question and systems is a DatasetFormatError (it would be scored
+twice). Gold documents are those the answer string cites by ``[n]``.
 Answers are each system's ``answer_string`` then its expert-revised ``revised_answer_string``.
 ``qtype`` is ``metadata.field`` (Healthcare / Medicine, Engineering and Technology, ...).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from harness.data.errors import DatasetFormatError
 from harness.data.records import RecordContext, answers, doc_id_for
 from harness.text.sentences import split_sentences
 from harness.types import Document, Example
@@ -34,15 +36,16 @@ _CITATION = re.compile(r"\[(\d+)\]")
 def skip_reason(record: dict[str, Any]) -> str | None:
     """Why the loader skips a record by design, completing "records ..."; None to parse it.
 
-    Skipped: records with no system answer at all (``answers: {}``) and records whose cited
-    evidence is all bare ``[n] URL`` strings (nothing to retrieve or read). Anything malformed is
-    parsed, so the parser reports it.
+    Skipped: records with no system answer at all (``answers: {}``), records whose cited
+    evidence is all bare ``[n] URL`` strings (nothing to retrieve or read) and records whose answers
+    cite no evidence with text (no gold document). Anything malformed is parsed, so the parser
+    reports it.
     """
     systems = record.get("answers")
     if isinstance(systems, dict) and not systems:
         return "without any system answer"
     if has_evidence_text(record):
-        return None
+        return None if cites_evidence_text(record) else "whose answers cite no evidence with text"
     bare = any(
         isinstance(claim, dict) and claim.get("evidence") for system in systems.values() for claim in system["claims"]
     )
@@ -70,6 +73,28 @@ def has_evidence_text(record: dict[str, Any]) -> bool:
     return False
 
 
+def cites_evidence_text(record: dict[str, Any]) -> bool:
+    """False for records where no system's ``answer_string`` cites, by ``[n]``, an evidence entry
+    with text: they have no gold document (recall is undefined). Anything malformed is True, so the
+    parser reports it."""
+    systems = record.get("answers")
+    if not isinstance(systems, dict):
+        return True
+    for system in systems.values():
+        answer = system.get("answer_string") if isinstance(system, dict) else None
+        claims = system.get("claims") if isinstance(system, dict) else None
+        if not isinstance(answer, str) or not answer.strip() or not isinstance(claims, list):
+            return True
+        cited = set(_CITATION.findall(answer))
+        for claim in claims:
+            evidence = claim.get("evidence") if isinstance(claim, dict) else None
+            for entry in evidence if isinstance(evidence, list) else ():
+                match = _EVIDENCE.match(entry) if isinstance(entry, str) else None
+                if match is None or (match.group(1) in cited and (match.group(3) or "").strip()):
+                    return True
+    return False
+
+
 def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:
     qid = str(ctx.index)
     question = ctx.text(record, "question")
@@ -86,9 +111,11 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
         field = f"answers.{name}"
         if not isinstance(system, dict):
             raise ctx.error(f"expected an object, got {type(system).__name__}", field)
-        answer = ctx.text(system, "answer_string") if "answer_string" in system else None
-        if answer is None:
-            raise ctx.error("missing field", f"{field}.answer_string")
+        try:
+            answer = ctx.text(system, "answer_string")
+        except DatasetFormatError as exc:
+            # The field is named by its path from the record: every system has an answer_string.
+            raise ctx.error(exc.message, f"{field}.answer_string") from None
         answer_texts.append(answer)
         revised = system.get("revised_answer_string")
         if isinstance(revised, str) and revised.strip():

@@ -53,6 +53,7 @@ _DEFAULT_NAMES = {
 _SKIP_REASON: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "2wiki": lambda record: None if twowiki.has_context(record) else "without 'context'",
     "expertqa": expertqa.skip_reason,
+    "ragbench": ragbench.skip_reason,
 }
 # What makes two records the same question, where the id field does not (ExpertQA has no ids).
 _IDENTITY: dict[str, tuple[Callable[[Example], Any], str, str]] = {
@@ -90,6 +91,45 @@ def detect_layout(record: dict[str, Any], path: str | Path) -> str:
     )
 
 
+# What each layout looks like, for the message when layout="auto" finds one the other options do not fit.
+_LOOKS = {
+    "hotpotqa": "HotpotQA: _id, supporting_facts, context",
+    "musique": "MuSiQue: id, paragraphs, question_decomposition",
+    "2wiki": "2WikiMultiHopQA: _id, supporting_facts, evidences, context",
+    "ircot": "IRCoT's processed format: question_id, question_text, answers_objects, contexts",
+    "ragbench": "RAGBench: a Parquet file, or id, question, documents_sentences, all_relevant_sentence_keys, response",
+    "dpr": "DPR retrieval results: question, answers, ctxs",
+    "expertqa": "ExpertQA: question, answers {system: ...}",
+    "squad": 'SQuAD-style: one {"data": [...]} object',
+    "beir": "a BEIR folder: corpus.jsonl, queries.jsonl, qrels/",
+}
+# The dataset configs (conf/dataset/) of the ircot layout, which takes ``source``.
+_IRCOT_CONFIGS = "dataset=hotpotqa_ircot, 2wikimultihopqa_ircot or musique_ircot"
+
+
+def _check_options(layout: str, setting: str | None, source: str | None, detected_in: Path | None) -> None:
+    """``setting`` and ``source`` must fit ``layout``. When ``layout="auto"`` found the layout in
+    ``detected_in``, the DatasetFormatError names that file and the layout it looks like: the options
+    usually come from a dataset config written for another layout, not from the user."""
+    wrong = None
+    if setting is not None and layout != "hotpotqa":
+        wrong = f"setting={setting!r} applies to the hotpotqa layout only"
+    elif source is not None and layout != "ircot":
+        wrong = f"source={source!r} applies to the ircot layout only"
+    if wrong is None:
+        return
+    if detected_in is None:
+        raise ValueError(f"{wrong}, not {layout!r}")
+    option = "setting" if setting is not None and layout != "hotpotqa" else "source"
+    configs = f"{_IRCOT_CONFIGS}, or " if layout == "ircot" else ""
+    raise DatasetFormatError(
+        detected_in,
+        f"layout=auto: the file looks like the {layout!r} layout ({_LOOKS.get(layout, layout)}); {wrong}, "
+        f"not {layout!r} (a dataset config may set it): for this file use {configs}layout={layout!r} "
+        f"with {option} unset",
+    )
+
+
 def split_from_filename(path: str | Path) -> str:
     """``train``/``dev``/``test`` when the file name says so (``hotpot_dev_...``), else ``test``."""
     for word in re.split(r"[^a-z]+", Path(path).name.lower()):
@@ -116,7 +156,8 @@ def load_examples(
     its file was made from (default name ``{source}_ircot``).
     Raises DatasetFormatError naming file, record and field on malformed input, a repeated question
     id included; rows skipped by design (2WikiMultiHopQA rows without ``context``, ExpertQA records
-    without answers or with bare-URL evidence only) are counted, one warning per reason.
+    without answers or with bare-URL evidence only, RAGBench records without relevant sentence keys)
+    are counted, one warning per reason.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
@@ -127,12 +168,11 @@ def load_examples(
             return load_examples(demo_path, "demo", name=name, split=split, setting=setting, source=source)
 
     path = Path(path)
-    if layout == "auto":
+    detected = layout == "auto"
+    if detected:
         layout = _layout_from_source(path) or "auto"
-    if setting is not None and layout not in ("hotpotqa", "auto"):
-        raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
-    if source is not None and layout not in ("ircot", "auto"):
-        raise ValueError(f"source={source!r} applies to the ircot layout only, not {layout!r}")
+    if layout != "auto":
+        _check_options(layout, setting, source, path if detected else None)
     ircot.check_source(source)
     if layout in ("squad", "beir"):  # whole-source layouts: not a list of per-question records
         dataset = name or (path.name if layout == "beir" else _DEFAULT_NAMES[layout])
@@ -142,10 +182,7 @@ def load_examples(
     records = ragbench.read_rows(path) if layout == "ragbench" else read_records(path)
     if layout == "auto":
         layout = detect_layout(records[0], path)
-    if setting is not None and layout != "hotpotqa":
-        raise ValueError(f"setting={setting!r} applies to the hotpotqa layout only, not {layout!r}")
-    if source is not None and layout != "ircot":
-        raise ValueError(f"source={source!r} applies to the ircot layout only, not {layout!r}")
+        _check_options(layout, setting, source, path)
     parse = _parser(layout, setting or "distractor", source)
     if layout == "ircot":
         dataset = name or ircot.dataset_name(source)

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.errors import DatasetFormatError
-from harness.data.io import check_file, read_text, text_position
+from harness.data.io import check_file, json_record_at, read_text, text_position
 from harness.data.load import split_from_filename
 from harness.data.longdoc import Chunker, long_document_loader
-from harness.data.records import RecordContext
+from harness.data.records import RecordContext, _kind_name
 from harness.data.validate import RecordChecks
 from harness.types import Example
 
@@ -50,7 +50,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def read_json_objects(path: Path) -> list[dict[str, Any]]:
     """Every top-level JSON value of ``path`` (one, a list, or several concatenated), as records."""
-    text = read_text(path)
+    text = read_text(path, locate=lambda prefix: paper_at(path, prefix))
     decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
     values: list[Any] = []
     pos = 0
@@ -86,6 +86,56 @@ def read_json_objects(path: Path) -> list[dict[str, Any]]:
     return values
 
 
+def paper_at(path: Path, prefix: str) -> int | None:
+    """Index of the paper that continues past ``prefix`` (a file's beginning), in any accepted layout:
+    a JSON list, concatenated objects, or the official ``{paper_id: paper}`` object (a member's index)."""
+    decoder = json.JSONDecoder()
+    pos, count = 0, 0
+    while True:
+        while pos < len(prefix) and prefix[pos].isspace():
+            pos += 1
+        if pos >= len(prefix):
+            return count  # between values: the next one holds the bad byte
+        try:
+            _, pos = decoder.raw_decode(prefix, pos)
+        except json.JSONDecodeError:
+            break
+        count += 1
+    if count:
+        return count
+    if prefix[pos] == "[":
+        return json_record_at(path, prefix[pos:])
+    members, first_is_paper = _complete_members(decoder, prefix, pos)
+    # A paper's own first member ("id", "title", ...) is not an object; the official layout's members are papers.
+    return members if first_is_paper else 0
+
+
+def _complete_members(decoder: json.JSONDecoder, text: str, pos: int) -> tuple[int, bool]:
+    """How many members of the object opening at ``text[pos]`` end before ``text`` does, and whether
+    the first of them holds an object."""
+    members, first_is_object = 0, False
+    pos += 1
+    while True:
+        pos = _skip(text, pos, " \t\n\r,")
+        try:
+            _, pos = decoder.raw_decode(text, pos)  # the key
+            pos = _skip(text, pos, " \t\n\r")
+            if not text.startswith(":", pos):
+                return members, first_is_object
+            value, pos = decoder.raw_decode(text, _skip(text, pos + 1, " \t\n\r"))
+        except json.JSONDecodeError:
+            return members, first_is_object
+        if members == 0:
+            first_is_object = isinstance(value, dict)
+        members += 1
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
+
+
 def _rows(value: Any, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     """A list of records, whether given as records or as a dict of parallel lists (columnar)."""
     if isinstance(value, list):
@@ -110,7 +160,7 @@ class _Paper:
             raise self.error("missing field", field)
         value = self.record[field]
         if not isinstance(value, kind):
-            raise self.error(f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}", field)
+            raise self.error(f"expected {_kind_name(kind)}, got {type(value).__name__}", field)
         return value
 
 

@@ -6,6 +6,9 @@ Fields used: ``id, question, documents [str], response, documents_sentences [[[k
 keys are ``f"{document_index}{letter(s)}"`` (``"0a"``, ``"1b"``, ``"12aa"``). Documents are built
 from ``documents_sentences`` (the release's own sentence split), ids ``f"{id}::{document_index}"``;
 gold documents are those holding any relevant sentence key. ``answers`` is ``(response,)``.
+The release has rows whose ``all_relevant_sentence_keys`` is empty (no sentence of the documents
+supports the response): with no gold document they have no recall to measure, so the loader skips
+them (:func:`skip_reason`), counted with one warning.
 
 Files may be JSON lines / a JSON list or Parquet (the Hugging Face release).
 """
@@ -43,6 +46,15 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def skip_reason(record: dict[str, Any]) -> str | None:
+    """Why the loader skips a record by design, completing "records ..."; None to parse it.
+
+    Only an empty key list is skipped; a missing, null or non-list field is parsed, so the parser
+    reports it."""
+    keys = record.get("all_relevant_sentence_keys")
+    return "without relevant sentence keys" if isinstance(keys, list) and not keys else None
+
+
 def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:
     qid = question_id(record, ID_FIELD, ctx)
     question = ctx.text(record, "question")
@@ -65,6 +77,8 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
         documents.append(Document(doc_id_for(qid, d_index), "", text))
 
     keys = ctx.get(record, "all_relevant_sentence_keys", list)
+    if not keys:  # load_examples skips these (skip_reason); a direct caller is told why there is no gold
+        raise ctx.error("no relevant sentence keys: the record has no gold document", "all_relevant_sentence_keys")
     gold_positions = set()
     for key in keys:
         match = _KEY.fullmatch(key.strip()) if isinstance(key, str) else None

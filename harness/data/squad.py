@@ -158,7 +158,9 @@ def load_file(
             if not isinstance(paragraph, dict):
                 raise ctx.error(f"expected an object, got {type(paragraph).__name__}", field)
             context = paragraph.get("context")
-            if not isinstance(context, str) or not context.strip():
+            if context is not None and not isinstance(context, str):
+                raise ctx.error(f"expected a string, got {_kind_of(context)}", f"{field}.context")
+            if context is None or not context.strip():
                 raise ctx.error("missing or empty 'context'", f"{field}.context")
             doc_key = peek_id(paragraph, "document_id") or str(position)
             position += 1
@@ -181,6 +183,12 @@ def load_file(
                 examples.append(example)
     checks.finish(len(examples), len(examples))
     return examples
+
+
+def _kind_of(value: Any) -> str:
+    """A JSON value's type in words, as messages give it ("a list", "an object")."""
+    names = {list: "a list", dict: "an object", bool: "true/false", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _question(
@@ -217,6 +225,9 @@ def _question(
         gold_positions.update(i for i, p in enumerate(passages) if p.start < hi and lo < p.end)
     if not texts and not impossible:
         raise ctx.error("no answers for a question not marked is_impossible", f"{field}.answers")
+    if texts and not gold_positions:
+        # An answer text absent from the context, its answer_start between passages: nothing is gold.
+        raise ctx.error("no passage holds an answer span (answer text not in the context)", f"{field}.answers")
     answer_tuple = answers(texts[0], texts[1:], ctx, f"{field}.answers") if texts else ()
     return Example(
         question_id=qid,
