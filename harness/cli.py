@@ -21,7 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness import signals, threads
-from harness.config_check import ConfigError
+from harness.cache.postgres import redacted
+from harness.config_check import ConfigError, validate
 from harness.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
@@ -57,8 +58,34 @@ def quiet_libraries() -> None:
         transformers.logging.disable_progress_bar()
 
 
-class FailedJobs(Callback):
-    """After a sweep, lists the jobs that wrote an error file, so the launching process can fail."""
+class MaskedSecrets(Callback):
+    """Keeps a connection string's password (``cache.url``, ``HARNESS_CACHE_URL``) out of the files and lines
+    Hydra writes on its own: the job's ``.hydra/*.yaml`` (saved before the job starts) are rewritten with it
+    masked, and the overrides of a failed job, which Hydra prints as "Error executing job with overrides",
+    are masked before Hydra reads them."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        subdir = config.hydra.get("output_subdir")
+        if subdir is None:
+            return
+        folder = Path(str(config.hydra.runtime.output_dir)) / str(subdir)
+        for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+            path = folder / name
+            try:
+                text = path.read_text()
+            except OSError:
+                continue
+            if redacted(text) != text:
+                path.write_text(redacted(text))
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        if job_return is not None and job_return.overrides is not None:
+            job_return.overrides = [redacted(str(o)) for o in job_return.overrides]
+
+
+class FailedJobs(MaskedSecrets):
+    """After a sweep, lists the jobs that wrote an error file, so the launching process can fail (and, as
+    :class:`MaskedSecrets`, masks passwords in what Hydra writes; conf/config.yaml installs this one)."""
 
     failed: ClassVar[list[dict[str, Any]]] = []
 
@@ -112,7 +139,8 @@ def hydra_main(cfg: DictConfig) -> None:
     # choose their thread count take their share of the CPUs (harness.threads).
     threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)
     try:
-        from harness.pipeline import run  # validates the config before any model loads
+        validate(cfg)  # before the pipeline's imports (pandas, scipy, torch: seconds) and any model load
+        from harness.pipeline import run
 
         run(cfg, output_dir, choices=choices)
     except ConfigError as error:
@@ -123,12 +151,15 @@ def hydra_main(cfg: DictConfig) -> None:
         for line in error.problems:
             print(f"config error: {line}", file=sys.stderr)
         sys.exit(2)
-    except Exception:
+    except Exception as error:
         # In a sweep one failed job must not kill the others: record the error and go on.
         if multirun:
-            (output_dir / ERROR_FILE).write_text(traceback.format_exc())
+            (output_dir / ERROR_FILE).write_text(redacted(traceback.format_exc()))
             log.error("job %s failed; traceback in %s", hydra_cfg.job.num, output_dir / ERROR_FILE)
             return
+        masked = _masked(error)
+        if masked is not error:
+            raise masked from None
         raise
     finally:
         # A run still open here was cut short (error or signal); close it so its files are complete.
@@ -137,8 +168,44 @@ def hydra_main(cfg: DictConfig) -> None:
             wandb.finish(exit_code=1)
 
 
+class SecretInErrorMasked(RuntimeError):
+    """An error whose message (or a message of its causes) held a password, with the password masked."""
+
+
+def _masked(error: BaseException) -> BaseException:
+    """``error`` itself, or, when its text or its causes' text holds a password, an error with the same text
+    masked (Hydra prints the message and the causes as they are)."""
+    text = "".join(traceback.format_exception(error))
+    if redacted(text) == text:
+        return error
+    return SecretInErrorMasked(redacted("".join(traceback.format_exception_only(error)).strip()))
+
+
+def mask_log_records() -> None:
+    """Every log record's message with passwords masked (:func:`harness.cache.postgres.redacted`), whoever
+    logs it: Hydra's launchers log each job's overrides ("#0 : cache.url=..."), to the console and the log
+    files. A record factory, unlike a handler's filter, survives Hydra's logging configuration of each job."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "masks_secrets", False):
+        return
+
+    def masked_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is the logging module's to report
+            return record
+        if redacted(message) != message:
+            record.msg, record.args = redacted(message), ()
+        return record
+
+    masked_record.masks_secrets = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(masked_record)
+
+
 def main() -> None:
     signals.install()
+    mask_log_records()
     try:
         hydra_main()
     except signals.Interrupted as stop:
@@ -154,6 +221,9 @@ def main() -> None:
     if FailedJobs.failed:
         sys.exit(1)
 
+
+# On import too, like compose_once(): a launcher's worker processes log through this module's jobs.
+mask_log_records()
 
 if __name__ == "__main__":
     main()

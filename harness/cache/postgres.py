@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from harness.cache.errors import CacheAccessError
 
@@ -33,13 +34,48 @@ def is_url(location: str | os.PathLike | None) -> bool:
     return isinstance(location, str) and urlsplit(location).scheme in SCHEMES
 
 
-def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+# libpq's connection strings, wherever they occur in a text (a message, an override list, a log line):
+# the password of a URL's userinfo (which ends at the first "@" or "/": libpq splits there), the ``password``
+# query parameter of a URL (up to the next "&" or "#"), and the ``password`` keyword of the key/value form,
+# quoted ('...' with backslash escapes) or not (up to the next blank).
+_URL_USERINFO = re.compile(r"(?i)(\bpostgres(?:ql)?://[^:@/\s]*:)[^@/\s]*(?=@)")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#\s]*")
+_KEYWORD_PASSWORD = re.compile(r"(?<![?&\w.])(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|\S+)")
+MASK = "***"
+
+
+def redacted(text: str) -> str:
+    """``text`` with every password of a libpq connection string in it replaced by ``***`` (for messages,
+    logs, rows and saved configs). Every form libpq accepts is masked:
+
+    - the userinfo of a URL: ``postgresql://user:SECRET@host/db`` (``postgres://`` too, and inside a longer
+      text such as an error message or Hydra's override list);
+    - the ``password`` query parameter: ``postgresql://user@host/db?sslmode=require&password=SECRET``;
+    - the key/value form: ``host=dbhost password=SECRET dbname=harness`` (``password = 'SE CRET'`` too).
+
+    ``passfile=PATH`` (URL parameter or keyword) is left as is: it names the file libpq reads the password
+    from (``~/.pgpass`` by default), a path and not a secret, and where to look is useful in a message.
+    """
+    if not isinstance(text, str) or "password" not in text.lower() and "://" not in text:
+        return text
+    text = _URL_USERINFO.sub(rf"\g<1>{MASK}", text)
+    text = _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", text)
+    return _KEYWORD_PASSWORD.sub(rf"\g<1>{MASK}", text)
+
+
+def redacted_config(container: dict) -> dict:
+    """A copy of a resolved config (``OmegaConf.to_container(cfg, resolve=True)``) with ``cache.url`` and
+    every other string that holds a connection string's password masked by :func:`redacted`, for files and
+    loggers (config.yaml, W&B) that must never hold the password."""
+
+    def mask(value):
+        if isinstance(value, dict):
+            return {key: mask(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [mask(item) for item in value]
+        return redacted(value) if isinstance(value, str) else value
+
+    return mask(container)
 
 
 class PostgresBackend:

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.table import Table
 
+from harness.cache.postgres import redacted_config
 from harness.metrics.registry import METEOR, ROUGE_L, metric_names
 from harness.stats import summarize_columns
 
@@ -184,7 +185,9 @@ def write_outputs(
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "counters": counters,
     }
-    atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True).encode())
+    # Resolved (HARNESS_CACHE_URL and the other variables as this run saw them), with any password masked.
+    resolved = redacted_config(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)).encode())
     # summary.json is written last: its presence (with this run_key) marks the run as finished.
     atomic_write_bytes(output_dir / "summary.json", json.dumps(payload, indent=2, default=float).encode())
     print_summary_payload(payload)
