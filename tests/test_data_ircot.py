@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 
 from harness.data import DatasetFormatError, detect_layout, load_dataset, load_examples
 from harness.fingerprint import example_digests
+from harness.pipeline import dataset_loader_config
 from tests.conftest import REPO, SHARED_DATA, compose_cfg
 
 IRCOT = SHARED_DATA / "hotpotqa_ircot" / "hotpotqa_dev_subsampled_485.jsonl"
@@ -329,7 +330,7 @@ def test_config_composes_and_instantiates_with_a_sample(monkeypatch):
     assert (node.layout, node.source, node.name, node.sample_size) == ("ircot", "hotpotqa", "hotpotqa_ircot", 20)
     assert (REPO / node.path).resolve() == IRCOT.resolve()
     monkeypatch.chdir(REPO)  # config paths are relative to the project root
-    sample = instantiate(node)
+    sample = instantiate(dataset_loader_config(node))
     assert len(sample) == 20 and {e.dataset for e in sample} == {"hotpotqa_ircot"}
     assert sample == load_dataset(IRCOT, "ircot", 20, 3, "hotpotqa_ircot", source="hotpotqa")
     ids = {e.question_id for e in load_examples(IRCOT)}
@@ -341,5 +342,5 @@ def test_the_other_sources_compose_and_read_a_file_given_as_path(tmp_path, confi
     path = _write(tmp_path / "test_subsampled.jsonl", [_record("2hop__1_2", [_answer(spans=["Lee"])])])
     cfg = compose_cfg([f"dataset={config}", f"dataset.path={path}"])
     assert (cfg.dataset.layout, cfg.dataset.source, cfg.dataset.name) == ("ircot", source, config)
-    (e,) = instantiate(cfg.dataset)
+    (e,) = instantiate(dataset_loader_config(cfg.dataset))
     assert (e.dataset, e.split, e.metadata["source"]) == (config, "test", source)
