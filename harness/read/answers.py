@@ -10,9 +10,12 @@ scoring (which already ignores case, punctuation and articles, so nothing here n
    ``The answer to the question is:`` ...) starts the answer; an empty remainder of its line means the
    answer is on the next non-empty line;
 2. otherwise the first non-empty line, unless it is a lead-in ending with ``:`` followed by more text:
-   then the next line, or the whole run of list items that follows (joined with ``", "``);
-3. list markers, markdown emphasis and surrounding quotes are removed, and a single sentence-final
-   period is dropped;
+   then the next line, or the whole run of list items that follows (joined with ``", "``); a reply that
+   is itself a list (two or more list-item lines at the top) is likewise the whole run of its items;
+3. markdown emphasis and surrounding quotes are removed, and a single sentence-final period is dropped.
+   A bullet (``-``, ``*``, ``+``, ``\u2022``) is removed wherever it opens the answer, a numbered marker
+   (``1.``, ``2)``) only from the items of a list (rule 2): on a line of its own ``1. FC Köln`` and
+   ``2. Bundesliga`` are names, not list items;
 4. a reply that opens with a bare ``Yes``/``No`` followed by its justification ("No, the two mosques
    are ...") is that ``Yes``/``No``: HotpotQA and similar sets score yes/no answers all-or-nothing.
 
@@ -33,6 +36,7 @@ _PREFIX = re.compile(
     re.IGNORECASE,
 )
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
+_BULLET = re.compile(r"^\s*[-*+\u2022]\s+")
 _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
 _YES_NO = re.compile(r"^(yes|no)(?=[,.;:!\u2014]|\s*$)", re.IGNORECASE)
@@ -42,8 +46,9 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _strip_marks(span: str) -> str:
-    span = _LIST_ITEM.sub("", span, count=1).strip()
+def _strip_marks(span: str, *, list_item: bool = False) -> str:
+    """``span`` without its marks; a numbered marker goes only when ``list_item`` (the span is a list's item)."""
+    span = (_LIST_ITEM if list_item else _BULLET).sub("", span, count=1).strip()
     previous = None
     while span != previous:  # the marks nest in any order: "**Paris**.", '"Paris".', "*'Paris'*"
         previous = span
@@ -58,19 +63,26 @@ def _strip_marks(span: str) -> str:
     return span
 
 
-def _after_lead_in(lines: list[str]) -> str:
-    """The first line, or what follows it when it only announces the answer."""
-    first, rest = lines[0], lines[1:]
-    if not (first.rstrip("*_ ").endswith(":") and rest):
-        return first
-    if not _LIST_ITEM.match(rest[0]):
-        return rest[0]
+def _list_items(lines: list[str]) -> list[str]:
+    """The run of list-item lines that opens ``lines``, each without its marker and marks."""
     items = []
-    for line in rest:
+    for line in lines:
         if not _LIST_ITEM.match(line):
             break
-        items.append(_strip_marks(line))
-    return ", ".join(item for item in items if item)
+        items.append(_strip_marks(line, list_item=True))
+    return items
+
+
+def _after_lead_in(lines: list[str]) -> str:
+    """The first line; what follows it when it only announces the answer; the items when it opens a list."""
+    first, rest = lines[0], lines[1:]
+    if first.rstrip("*_ ").endswith(":") and rest:
+        if not _LIST_ITEM.match(rest[0]):
+            return _strip_marks(rest[0])
+        return ", ".join(item for item in _list_items(rest) if item)
+    if len(items := _list_items(lines)) >= 2:
+        return ", ".join(item for item in items if item)
+    return _strip_marks(first)
 
 
 def extract_answer(text: str) -> str:
@@ -81,13 +93,14 @@ def extract_answer(text: str) -> str:
         remainder = text[match.end() :]
         line_end = remainder.find("\n")
         same_line = (remainder if line_end < 0 else remainder[:line_end]).strip()
-        span = same_line if _strip_marks(same_line) else (_lines(remainder) or [""])[0]
+        # the rest of the prefix's line, or (when that holds no answer) the lines after it
+        span = same_line if _strip_marks(same_line) else remainder.strip()
         if span:
             text = span
     lines = _lines(text)
     if not lines:
         return ""
-    span = _strip_marks(_after_lead_in(lines))
+    span = _after_lead_in(lines)
     yes_no = _YES_NO.match(span)
     if yes_no:
         return yes_no.group(1)
