@@ -348,3 +348,79 @@ def test_trees_section_with_classification_runs_only_scores_the_classifier(tmp_p
     text = render(Settings(studies, tmp_path / "r.md", 300))
     assert "| qasper | all questions | lm | tiny-gguf | 4 | 0 | 25% (1/4) |" in text
     assert "No tree runs yet" in text and "| seed 002: DTCRS" not in text
+
+
+def _seed_frame(seeds_values: dict[int, list[float]], qids: dict[int, list[str]] | None = None) -> pd.DataFrame:
+    return pd.concat(
+        pd.DataFrame(
+            {
+                "qkey": (qids or {}).get(seed, [f"q{i}" for i in range(len(values))]),
+                "seed": seed,
+                "budget": 160,
+                "packer": "submod",
+                "answer_in_context": values,
+            }
+        )
+        for seed, values in seeds_values.items()
+    )
+
+
+def test_row_count_says_when_seeds_repeat_the_same_sample():
+    from harness.report.replication.packing import row_count, seeds_repeat
+
+    metrics = ["answer_in_context"]
+    # three seeds, the same three questions, identical values: 9 rows that hold 3 questions' worth
+    repeated = _seed_frame({0: [1.0, 0.0, 1.0], 1: [1.0, 0.0, 1.0], 2: [1.0, 0.0, 1.0]})
+    assert seeds_repeat(repeated, metrics)
+    assert row_count(repeated, metrics) == "9 rows (3 seeds, 3 distinct questions; the seeds repeat the same sample)"
+    # the same questions but one value differs: the seeds add information
+    differ = _seed_frame({0: [1.0, 0.0, 1.0], 1: [1.0, 1.0, 1.0]})
+    assert not seeds_repeat(differ, metrics)
+    assert row_count(differ, metrics) == "6 rows (2 seeds, 3 distinct questions)"
+    # the same values on different questions
+    other_questions = _seed_frame({0: [1.0, 0.0], 1: [1.0, 0.0]}, qids={0: ["q0", "q1"], 1: ["q2", "q3"]})
+    assert row_count(other_questions, metrics) == "4 rows (2 seeds, 4 distinct questions)"
+    assert row_count(_seed_frame({0: [1.0, 0.0]}), metrics) == "2 rows (1 seed, 2 distinct questions)"
+    nan_twice = _seed_frame({0: [float("nan"), 1.0], 1: [float("nan"), 1.0]})
+    assert seeds_repeat(nan_twice, metrics)  # NaN equals NaN
+
+
+def test_repeated_seeds_leave_the_question_clustered_interval_unchanged():
+    from harness.stats.bootstrap import clustered_mean_ci
+
+    # The bootstrap resamples questions, a question's rows from every seed together: three identical seeds
+    # give the interval of one seed, not a narrower one from 3 x as many "independent" rows.
+    one = _seed_frame({0: [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0]})
+    three = _seed_frame({seed: one["answer_in_context"].tolist() for seed in (0, 1, 2)})
+    single = clustered_mean_ci(one, ["answer_in_context"], "qkey", 2000, 0.95, 0)["answer_in_context"]
+    pooled = clustered_mean_ci(three, ["answer_in_context"], "qkey", 2000, 0.95, 0)["answer_in_context"]
+    assert pooled == pytest.approx(single)
+
+
+def test_packing_table_says_repeated_seeds_repeat_the_sample(tmp_path):
+    studies = tmp_path / "studies"
+    # seed 13's rows are seed 42's, relabelled: the same questions and identical rows
+    frames = [
+        packing_rows(20, packer, budget, 42, "tiny-135m").assign(seed=seed)
+        for packer in ("packed", "submod")
+        for budget in (96, 160)
+        for seed in (42, 13)
+    ]
+    write_sweep(studies / PACKING.directory, frames)
+    out = tmp_path / "replication.md"
+    assert main(["--studies", str(studies), "--out", str(out), "--resamples", "200"]) == 0
+    text = out.read_text()
+    assert "| 40 rows (2 seeds, 20 distinct questions; the seeds repeat the same sample) |" in text
+    assert "the seeds draw the same questions and give identical rows, so they repeat one sample" in text
+    # seeds that draw differently are counted without the clause
+    differ = [
+        packing_rows(20, packer, budget, seed, "tiny-135m")
+        for packer in ("packed", "submod")
+        for budget in (96, 160)
+        for seed in (42, 13)
+    ]
+    write_sweep(tmp_path / "other" / PACKING.directory, differ)
+    assert main(["--studies", str(tmp_path / "other"), "--out", str(out), "--resamples", "200"]) == 0
+    text = out.read_text()
+    assert "| 40 rows (2 seeds, 20 distinct questions) |" in text
+    assert "the seeds repeat the same sample" not in text and "so they repeat one sample" not in text

@@ -49,6 +49,41 @@ from harness.stats.bootstrap import clustered_mean_ci
 log = logging.getLogger("harness.report.replication")
 
 
+def seeds_repeat(rows: pd.DataFrame, metrics: list[str] | tuple[str, ...]) -> bool:
+    """True when two or more seeds draw the same questions and give identical rows on ``metrics``.
+
+    Rows are matched on question and on whichever of dataset, budget and packer the frame has; NaN
+    equals NaN. Seeds that repeat one sample add rows but no information.
+    """
+    if "seed" not in rows.columns or rows["seed"].nunique() < 2:
+        return False
+    keys = [c for c in ("dataset", "qkey", "budget", "packer") if c in rows.columns]
+    columns = [m for m in metrics if m in rows.columns]
+    first: pd.DataFrame | None = None
+    for _, one_seed in rows.groupby("seed", sort=True):
+        frame = pd.DataFrame(one_seed.set_index(keys)[columns]).sort_index()
+        if frame.index.has_duplicates:
+            return False
+        if first is None:
+            first = frame
+        elif not (
+            frame.index.equals(first.index)
+            and np.array_equal(frame.to_numpy(dtype=float), first.to_numpy(dtype=float), equal_nan=True)
+        ):
+            return False
+    return True
+
+
+def row_count(rows: pd.DataFrame, metrics: list[str] | tuple[str, ...]) -> str:
+    """``"1455 rows (3 seeds, 485 distinct questions; the seeds repeat the same sample)"``, the last clause
+    only when :func:`seeds_repeat` holds."""
+    n_seeds = rows["seed"].nunique() if "seed" in rows.columns else 1
+    label = (
+        f"{len(rows)} rows ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {rows['qkey'].nunique()} distinct questions"
+    )
+    return label + ("; the seeds repeat the same sample)" if seeds_repeat(rows, metrics) else ")")
+
+
 def packing_section(settings: Settings) -> Section:
     section = Section("Seed 000: budgeted packing (Table 5)")
     rows = _load(settings, PACKING)
@@ -63,8 +98,15 @@ def packing_section(settings: Settings) -> Section:
         "",
         f"Setting: {', '.join(sorted(rows['dataset'].astype(str).unique()))}, every packer choosing from the whole "
         f"pool, {len(n_q)} seeds ({', '.join(str(s) for s in n_q.index)}) of {int(n_q.iloc[0])} questions each "
-        f"({rows['qkey'].nunique()} distinct); selection columns need no reader. Means pooled over seeds with 95% "
-        "intervals from a bootstrap that resamples questions. "
+        f"({rows['qkey'].nunique()} distinct"
+        + (
+            "; the seeds draw the same questions and give identical rows, so they repeat one sample"
+            if seeds_repeat(rows, PACKING_METRICS)
+            else ""
+        )
+        + "); selection columns need no reader. Means pooled over seeds with 95% intervals from a bootstrap "
+        "that resamples questions, a question's rows from every seed together, so a seed that repeats a row "
+        "adds no weight to the interval. "
         + (
             f"F1: {read['reader'].iloc[0]} (llama.cpp) reading the same packers' contexts on "
             f"{read['qkey'].nunique()} questions of seed {int(read['seed'].iloc[0])}."
@@ -84,9 +126,7 @@ def packing_section(settings: Settings) -> Section:
             if not len(source):
                 continue
             record = {"B": int(budget), "packer": PACKER_LABELS.get(packer, packer)}
-            record["n"] = (
-                f"{len(source)} ({source['seed'].nunique()} seed{'s' if source['seed'].nunique() > 1 else ''})"
-            )
+            record["n"] = row_count(source, PACKING_METRICS)
             summary = clustered_mean_ci(
                 source, list(PACKING_METRICS), "qkey", settings.n_resamples, settings.confidence, settings.seed
             )
