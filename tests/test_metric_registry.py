@@ -66,6 +66,15 @@ def test_summary_list_is_the_registry_query():
         "gold_doc_coverage",
         "all_gold_in_reader",
         "gold_token_density",
+        "sp_em",
+        "sp_f1",
+        "sp_precision",
+        "sp_recall",
+        "joint_em",
+        "joint_f1",
+        "support_em",
+        "support_f1",
+        "evidence_f1",
         "recall_at_k",
         "all_gold_at_k",
         "recall",
@@ -80,6 +89,8 @@ def test_summary_list_is_the_registry_query():
         "diversify.rule_triggered",
         "context_tokens",
         "prompt_tokens",
+        "rougeL",
+        "meteor",
     )
     rows = pd.DataFrame(
         {"f1": [1.0, 0.0], "qasper_f1": [0.5, 0.5], "diversify.rule_triggered": [1.0, 0.0], "answer": ["a", "b"]}
@@ -111,6 +122,12 @@ def test_report_lists_are_registry_queries():
         "answer_in_context_graded",
         "gold_doc_coverage",
         "all_gold_in_reader",
+        "sp_em",
+        "sp_f1",
+        "joint_em",
+        "joint_f1",
+        "support_f1",
+        "evidence_f1",
         "context_tokens",
     )
     assert tables.DIAGNOSTICS == (

@@ -134,9 +134,7 @@ SP_RECALL = register_metric("sp_recall", heading="sp recall", higher_is_better=T
 JOINT_EM = register_metric("joint_em", heading="joint EM", higher_is_better=True, summary=True, policy_table=True)
 JOINT_F1 = register_metric("joint_f1", heading="joint F1", higher_is_better=True, summary=True, policy_table=True)
 SUPPORT_EM = register_metric("support_em", heading="support EM", higher_is_better=True, summary=True)
-SUPPORT_F1 = register_metric(
-    "support_f1", heading="support F1", higher_is_better=True, summary=True, policy_table=True
-)
+SUPPORT_F1 = register_metric("support_f1", heading="support F1", higher_is_better=True, summary=True, policy_table=True)
 EVIDENCE_F1 = register_metric(
     "evidence_f1", heading="evidence F1", higher_is_better=True, summary=True, policy_table=True
 )
