@@ -8,8 +8,10 @@ read.
 
 The key (``pool_key``) covers the content of every loaded Example, the retriever, reranker,
 perturbation, k and seed config (runtime keys removed), and the code fingerprint of this stage: never
-paths or question ids alone. An entry that fails to load or validate, or names another key, is logged with its
-path, moved aside as ``<name>.corrupt-<timestamp>`` and recomputed.
+paths or question ids alone. An entry that fails to load or validate, names another key, holds other questions
+than the ones the run loaded (an entry whose recorded key was rewritten), or is not a regular file (a named
+pipe would block the read), is logged with its path, moved aside as ``<name>.corrupt-<timestamp>`` and
+recomputed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from harness.cache import CacheAccessError, CheckedStore, quarantine, stable_hash
+from harness.cache.files import NotRegularFile, current_umask, read_regular
 from harness.cache.stores import configured_url
 from harness.fingerprint import code_fingerprint, example_digests, identity_config
 from harness.metrics.retrieval import retrieval_metrics
@@ -41,11 +44,16 @@ FORMAT = "harness-pools/2"
 POOL_CONFIG_KEYS = ("retriever", "reranker", "perturb", "k", "seed")
 
 
+# The question digests each key of this process was computed from: an entry loaded for the key must hold them.
+_key_questions: dict[str, list[str]] = {}
+
+
 def pool_key(cfg: DictConfig, examples: Sequence[Example]) -> str:
     """Identity of the pools of ``examples`` under ``cfg`` (see the module docstring)."""
-    return stable_hash(
-        "pools", identity_config(cfg, POOL_CONFIG_KEYS), example_digests(examples), code_fingerprint("pools")
-    )
+    digests = example_digests(examples)
+    key = stable_hash("pools", identity_config(cfg, POOL_CONFIG_KEYS), digests, code_fingerprint("pools"))
+    _key_questions[key] = digests
+    return key
 
 
 def compute_pools(
@@ -188,6 +196,31 @@ def pools_from_arrays(arrays: dict[str, np.ndarray], key: str | None = None) -> 
     return pools, list(meta["retrieval"])
 
 
+def read_entry(
+    data: bytes, key: str | None = None, questions: Sequence[str] | None = None
+) -> tuple[list[Pool], list[dict]]:
+    """The pools of one entry's npz bytes, checked as a run checks them (also how ``python -m harness.cache
+    copy`` checks the pool entries it copies): ValueError (or the loader's own error) when the entry is
+    inconsistent, was written under another key than ``key``, or (``questions`` given: ``example_digests``
+    of the questions loaded) holds other questions."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in ("meta", "offsets", "embeddings", "queries")}
+    pools, retrieval = pools_from_arrays(arrays, key)
+    if questions is not None:
+        held = example_digests([pool.example for pool in pools])
+        if held != list(questions):
+            differing = next((i for i, (a, b) in enumerate(zip(held, questions, strict=False)) if a != b), None)
+            which = (
+                f"{len(held)} questions, not {len(questions)}"
+                if differing is None
+                else f"question {pools[differing].example.question_id!r} differs"
+            )
+            raise ValueError(
+                f"its questions are not the ones loaded for this key ({which}; its recorded key was rewritten?)"
+            )
+    return pools, retrieval
+
+
 class PoolCache:
     """Pool entries: ``<cache_dir>/pools/<key>.npz`` files (written atomically, with the process umask, loaded
     without pickle), or the ``pools`` store of the cache database when ``cache.url`` is set (the same npz
@@ -205,39 +238,48 @@ class PoolCache:
     def where(self, key: str) -> str:
         return str(self.path(key)) if self.store is None else f"{self.store.backend.location}, key {key}"
 
-    def load(self, key: str) -> tuple[list[Pool], list[dict]] | None:
-        """The entry, or None when there is none or it is damaged (then it is set aside and logged)."""
-        data = self._read(key)
+    def load(self, key: str, examples: Sequence[Example] | None = None) -> tuple[list[Pool], list[dict]] | None:
+        """The entry, or None when there is none or it is unusable (then it is set aside and logged).
+
+        Its questions must be ``examples`` (by content), or, when None, the ones ``pool_key`` computed ``key``
+        from in this process: an entry whose recorded key was rewritten to this one is refused."""
+        try:
+            data = self._read(key)
+        except NotRegularFile as exc:  # a named pipe or device: set aside as unusable, never opened
+            return self._set_aside(key, exc)
         if data is None:
             return None
+        questions = example_digests(examples) if examples is not None else _key_questions.get(key)
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {name: npz[name] for name in ("meta", "offsets", "embeddings", "queries")}
-            return pools_from_arrays(arrays, key)
+            return read_entry(data, key, questions)
         except Exception as exc:  # noqa: BLE001 - any damage means the same: never use it, recompute
-            if self.store is None:
-                moved = quarantine(self.path(key))
-                aside = f"moved to {moved}"
-            else:
-                self.store.backend.discard(self.store.get_many([key]))
-                aside = "deleted"
-            log.warning(
-                "pool cache entry %s is unusable (%s: %s); %s and recomputing",
-                self.where(key),
-                type(exc).__name__,
-                exc,
-                aside,
-            )
-            return None
+            return self._set_aside(key, exc)
+
+    def _set_aside(self, key: str, exc: BaseException) -> None:
+        if self.store is None:
+            moved = quarantine(self.path(key))
+            aside = f"moved to {moved}"
+        else:
+            self.store.backend.discard(self.store.get_many([key]))
+            aside = "deleted"
+        log.warning(
+            "pool cache entry %s is unusable (%s: %s); %s and recomputing",
+            self.where(key),
+            type(exc).__name__,
+            exc,
+            aside,
+        )
 
     def _read(self, key: str) -> bytes | None:
         if self.store is not None:
             return self.store.get_payloads([key], "pool").get(key)
         path = self.path(key)
         try:
-            return path.read_bytes()
+            return read_regular(path)
         except FileNotFoundError:
             return None
+        except NotRegularFile:
+            raise  # set aside by load
         except OSError as exc:  # unreadable (another user's private file, a folder): not damage, never moved
             raise CacheAccessError(f"pool cache entry {path}: {exc.strerror or exc}") from exc
 
@@ -272,16 +314,3 @@ class PoolCache:
             Path(tmp).unlink(missing_ok=True)
             raise
         return str(path)
-
-
-def current_umask() -> int:
-    """The process umask (read without changing it where Linux allows)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,8 +167,11 @@ def test_a_folder_copy_keeps_every_store_and_leaves_temporaries_behind(tmp_path)
     source = tmp_path / "cache #1 (old)"  # characters a file: URI must escape
     TextStore(source / "responses.sqlite", table="responses").put_texts(entries(0))
     ArrayStore(source / "tree_lm" / "raptor" / "embeddings.sqlite", table="embeddings").put_arrays({"v": np.ones(3)})
-    (source / "pools").mkdir()
-    (source / "pools" / "abc.npz").write_bytes(b"npz bytes")
+    from harness.pools import PoolCache
+    from tests.test_cache_identity import demo_pools
+
+    _, pools, retrieval = demo_pools()
+    entry = Path(PoolCache(source).save("abc", pools, retrieval)).read_bytes()  # copied only if a run could load it
     (source / "pools" / ".abc.x1y2.tmp.npz").write_bytes(b"half-written")
     done = copy_cache(str(source), str(tmp_path / "copy"), progress=False)
     assert {c.store: c.entries for c in done} == {
@@ -177,6 +181,6 @@ def test_a_folder_copy_keeps_every_store_and_leaves_temporaries_behind(tmp_path)
     }
     assert stores_at(str(tmp_path / "copy")) == stores_at(str(source))
     assert sorted(p.name for p in (tmp_path / "copy" / "pools").iterdir()) == ["abc.npz"]
-    assert (tmp_path / "copy" / "pools" / "abc.npz").read_bytes() == b"npz bytes"
+    assert (tmp_path / "copy" / "pools" / "abc.npz").read_bytes() == entry
     copied = TextStore(tmp_path / "copy" / "responses.sqlite", table="responses")
     assert copied.get_texts(entries(0)) == entries(0)

@@ -5,6 +5,7 @@ and pools, keyed by content (never paths), checked on every load, recomputed whe
 - ``sqlite``: one SQLite file per store under ``paths.cache_dir`` (the default, one host);
 - ``postgres``: one PostgreSQL database for every host (``cache.url=postgresql://...``);
 - ``network_fs``: what the SQLite backend does on a network filesystem;
+- ``files``: cache files created with the umask's mode (a folder shared by a group), only regular files read;
 - ``copy``: ``python -m harness.cache copy SRC DST`` between a cache folder and a database.
 """
 

@@ -3,6 +3,10 @@
 python -m harness.cache info .cache/harness
 python -m harness.cache copy .cache/harness postgresql://user@dbhost/harness
 python -m harness.cache copy postgresql://user@dbhost/harness /scratch/cache
+
+A location it cannot use (an unsupported URL, a file or a folder that is not a cache, a damaged SQLite file,
+an unreachable server) is one line on stderr naming it, and exit status 1. ``copy`` leaves behind every entry
+a run would refuse, names each on stderr and then exits with status 1 too.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ import argparse
 import logging
 import sys
 
-from harness.cache.copy import copy_cache, describe, entry_batches, reseal, stores
+from harness.cache.copy import LocationError, check_location, copy_cache, describe, entry_batches, reseal, stores
+from harness.cache.errors import CacheAccessError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,13 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     upgrade.add_argument("folder", help="a cache folder (SQLite files)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return run(args)
+    except (LocationError, CacheAccessError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
+
+def run(args: argparse.Namespace) -> int:
     if args.command == "info":
+        names = stores(args.location)
         print(describe(args.location))
-        for name in stores(args.location):
+        for name in names:
             print(f"  {name}\t{sum(len(batch) for batch in entry_batches(args.location, name))} entries")
         return 0
     if args.command == "reseal":
+        check_location(args.folder, "folder")
         resealed = reseal(args.folder)
         for name, count in resealed.items():
             print(f"  {name}\t{count} entries resealed")
@@ -55,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         f"copied {sum(c.entries for c in done)} entries in {len(done)} stores from {describe(args.source)} "
         f"to {describe(args.destination)}"
     )
+    left_behind = [where for copied in done for where in copied.left_behind]
+    for where in left_behind:
+        print(f"left behind: {where}", file=sys.stderr)
+    if left_behind:
+        print(f"error: {len(left_behind)} entries a run would refuse were left behind (named above)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -4,6 +4,11 @@ SQLite in WAL mode: every write is committed before the call returns, so a run k
 moment keeps what it computed, and several sweep jobs can share one cache file. A damaged file (not a
 database, or a malformed page) is never used: it is logged, moved aside as ``<name>.corrupt-<timestamp>``
 and the store starts afresh, so what it held is recomputed.
+
+The file and its ``-wal`` and ``-shm`` are created by the store before SQLite opens them, with mode
+``0o666 & ~umask`` (SQLite itself would make them 0644 whatever the umask), so a cache folder shared by a
+group at umask 002 is writable by every member. A named pipe or device where one of them belongs is an error
+naming it, never opened (a read from it would block the run forever).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from harness.cache import files
 from harness.cache.errors import CacheAccessError
 from harness.cache.network_fs import journal_mode
 
@@ -74,18 +80,41 @@ class SQLiteBackend:
             self._guarded(lambda: None)
 
     def _connect(self) -> None:
+        # WAL on a local disk; a network filesystem gets the rollback journal, or an error (harness.cache_fs).
+        mode = journal_mode(self.path.parent)
+        self._create_files(mode)
         conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
         self._conn = conn
         # The file this connection holds: a recovery moves it aside only if nobody replaced it already.
         self._identity = self._file_identity()
-        # WAL on a local disk; a network filesystem gets the rollback journal, or an error (harness.cache_fs).
-        conn.execute(f"PRAGMA journal_mode={journal_mode(self.path.parent)}")
+        conn.execute(f"PRAGMA journal_mode={mode}")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
         conn.commit()
         # Reads the schema page: a file that is not a database fails here. Damage deeper in the file shows
         # on the lookup that reaches it (scanning the whole index at every start would be slow on big caches).
         conn.execute("SELECT name FROM sqlite_master").fetchall()
+
+    def _create_files(self, mode: str) -> None:
+        """The database (and in WAL mode its log and index) as regular files with the umask's mode."""
+        names = [self.path] + ([self.side("-wal"), self.side("-shm")] if mode == "WAL" else [])
+        try:
+            for name in names:
+                if not files.require_regular(name):
+                    files.create(name)
+        except IsADirectoryError:
+            pass  # SQLite's own error ("unable to open database file") names it below
+        except files.NotRegularFile as exc:
+            raise CacheAccessError(f"cache file {exc}; remove it or choose another paths.cache_dir") from None
+        except OSError as exc:
+            raise CacheAccessError(
+                f"cache file {exc.filename or self.path}: {exc.strerror or exc} (is its folder writable? "
+                "paths.cache_dir / HARNESS_CACHE_DIR choose another)"
+            ) from exc
+
+    def side(self, suffix: str) -> Path:
+        """The file beside the database SQLite names with ``suffix`` (``-wal``, ``-shm``)."""
+        return self.path.with_name(self.path.name + suffix)
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
