@@ -424,3 +424,20 @@ def test_packing_table_says_repeated_seeds_repeat_the_sample(tmp_path):
     text = out.read_text()
     assert "| 40 rows (2 seeds, 20 distinct questions) |" in text
     assert "the seeds repeat the same sample" not in text and "so they repeat one sample" not in text
+
+
+def test_the_packing_section_links_its_contrasts_to_the_study_s_viewer(tmp_path):
+    studies = tmp_path / "studies"
+    frames = [
+        packing_rows(20, packer, budget, 42, "tiny-135m") for packer in ("packed", "submod") for budget in (96, 160)
+    ]
+    write_sweep(studies / PACKING.directory, frames)
+    out = tmp_path / "docs" / "replication.md"
+    assert main(["--studies", str(studies), "--out", str(out), "--resamples", "200"]) == 0
+    viewer = studies / PACKING.directory / "viewer.html"
+    assert viewer.stat().st_size > 0
+    line = next(line for line in out.read_text().splitlines() if line.startswith("Per question, what each policy"))
+    # Relative to the document, one side-by-side link per budget, in the viewer's own policy labels.
+    assert "(../studies/replication_packing/viewer.html)" in line
+    assert "[B = 96](../studies/replication_packing/viewer.html#compare=packer%3Dsubmod%2C+B%3D96%7C" in line
+    assert "[B = 160](" in line

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,6 +204,38 @@ def _load(settings: Settings, *studies: Study) -> pd.DataFrame | None:
         log.warning("%s: %s", ", ".join(map(str, paths)), error)
         return None
     return rows
+
+
+_VIEWERS_WRITTEN: set[Path] = set()
+
+
+def viewer_links(
+    section: Section, settings: Settings, study: Study, contrasts: Sequence[tuple[str, str, str]] = ()
+) -> None:
+    """Write the study's evidence viewer (``<study dir>/viewer.html``, once per process) and add a line linking
+    the section to it and each contrast (``(label a, label b, text)``, labels as the viewer names its policies:
+    ``harness.report.viewer.data.variant_label``) to its two policies side by side."""
+    from harness.report.load import annotate
+    from harness.report.viewer import VIEWER_FILE, compare_hash, write_viewer
+
+    folder = study.path(settings.studies)
+    path = folder / VIEWER_FILE
+    if path not in _VIEWERS_WRITTEN:
+        try:
+            rows, layout = annotate(load_runs([folder])[0])
+            write_viewer(rows, layout, [str(folder)], path, title=f"Evidence viewer: {study.directory}")
+        except (FileNotFoundError, ValueError) as error:
+            log.warning("no viewer for %s: %s", folder, error)
+            return
+        _VIEWERS_WRITTEN.add(path)
+    href = Path(os.path.relpath(path.resolve(), settings.out.parent.resolve())).as_posix()
+    links = [f"[{text}]({href}#{compare_hash(a, b)})" for a, b, text in contrasts]
+    section.add(
+        "",
+        f"Per question, what each policy put in front of the reader: [{study.directory} viewer]({href}) "
+        f"(`python -m harness.report view {study.path(DEFAULT_STUDIES).as_posix()}`)"
+        + (f"; side by side: {', '.join(links)}." if links else "."),
+    )
 
 
 def _missing(section: Section, *studies: Study) -> Section:

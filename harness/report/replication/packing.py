@@ -43,7 +43,9 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
+    viewer_links,
 )
+from harness.report.viewer.data import variant_label
 from harness.stats.bootstrap import clustered_mean_ci
 
 log = logging.getLogger("harness.report.replication")
@@ -156,6 +158,12 @@ def packing_section(settings: Settings) -> Section:
     section.table(pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in contrasts]))
     main = [r for r in contrasts if r["_main"]]
     budgets = sorted({r["B"] for r in main})
+    viewer_links(
+        section,
+        settings,
+        PACKING,
+        [(variant_label("packer=submod", b), variant_label("packer=packed", b), f"B = {b}") for b in budgets],
+    )
     budget = 160 if 160 in budgets else budgets[len(budgets) // 2]
     aic = next(r["_result"] for r in main if r["B"] == budget and r["_metric"] == ANSWER_IN_CONTEXT)
     cov = next(r["_result"] for r in main if r["B"] == budget and r["_metric"] == GOLD_DOC_COVERAGE)

@@ -22,6 +22,7 @@ from harness.report.replication.common import (
     _missing,
     _save,
     verdict,
+    viewer_links,
 )
 from harness.report.trees import classified_questions, classifier_agreement
 from harness.stats.power import mde_from_standard_error
@@ -107,6 +108,7 @@ def trees_section(settings: Settings) -> Section:
         "tree construction from classification). Totals are per dataset.",
     )
     section.command(TREES.command, "python -m harness.report replicate --sections trees")
+    viewer_links(section, settings, TREES)
     rows = rows.assign(variant=_variants(rows))
     classified = _classifier_summary(rows)
     summary = classified[0] if classified is not None else pd.DataFrame()
