@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness import signals, threads
 from harness.cache.postgres import redacted
-from harness.config_check import ConfigError, validate
+from harness.config_check import ConfigError, launcher_problems, validate
 from harness.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
@@ -91,6 +91,12 @@ class FailedJobs(MaskedSecrets):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         FailedJobs.failed = []
+        # Before the launcher starts: its own checks fail with a traceback (joblib's n_jobs=0) or not at all.
+        found = launcher_problems(config)
+        if found:
+            for line in found:
+                print(f"config error: {line}", file=sys.stderr)
+            sys.exit(2)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         FailedJobs.failed = failed_jobs(Path(config.hydra.sweep.dir))

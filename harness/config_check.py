@@ -7,6 +7,8 @@ what is allowed; the command line exits with status 2 for them.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import math
 import os
 from collections.abc import Callable
@@ -19,11 +21,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.cache.network_fs import POLICIES
-from harness.cache.postgres import is_url
+from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS
 
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 # Top-level keys that are not in config.yaml's body but are legitimately present in a composed config.
 _EXTRA_TOP_LEVEL = {"hydra"}
@@ -145,10 +148,262 @@ def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
     return Path(os.path.abspath(str(path)))
 
 
-def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
-    """Every invalid value of ``cfg``, one line each; empty when the config is valid."""
+def closest(word: str, choices: Any, prefix: str = "") -> str:
+    """The closest of ``choices`` to ``word`` (difflib) as "; did you mean 'PREFIX.CHOICE'?", or ""."""
+    match = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f"; did you mean {prefix + match[0]!r}?" if match else ""
+
+
+def _sections(config_file: Path) -> dict[str, frozenset[str]]:
+    """config.yaml's own mappings (``cache``, ``paths``, ...): their keys, for typos and ``cache=<string>``."""
+    return _section_keys(str(config_file), Path(config_file).stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _section_keys(config_file: str, mtime_ns: int) -> dict[str, frozenset[str]]:
+    base = OmegaConf.load(config_file)
+    return {
+        str(k): frozenset(str(c) for c in v)
+        for k, v in base.items()
+        if k not in ("defaults", "hydra") and isinstance(v, DictConfig)
+    }
+
+
+@lru_cache(maxsize=64)
+def _parameters(target: str) -> frozenset[str] | None:
+    """The keyword parameters of a harness ``_target_`` (a class's ``__init__``, a dataclass's fields, a
+    function), read from its source with :mod:`ast` so that nothing is imported; None when any key may be
+    right (a ``**kwargs``, a base class defined elsewhere, a target outside the package or not found)."""
+    module, _, name = target.rpartition(".")
+    if not module.startswith("harness."):
+        return None
+    relative = Path(*module.split(".")[1:])
+    for candidate in (PACKAGE_DIR / relative.with_suffix(".py"), PACKAGE_DIR / relative / "__init__.py"):
+        if candidate.is_file():
+            try:
+                tree = ast.parse(candidate.read_text())
+            except (OSError, SyntaxError):
+                return None
+            return _node_parameters(tree, name, set())
+    return None
+
+
+def _function_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str] | None:
+    args = function.args
+    if args.kwarg is not None:
+        return None
+    return frozenset(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.arg not in ("self", "cls"))
+
+
+def _node_parameters(tree: ast.Module, name: str, seen: set[str]) -> frozenset[str] | None:
+    if name in seen:
+        return None
+    seen.add(name)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return _function_parameters(node)
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    return _function_parameters(item)
+            fields = frozenset(
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            )
+            inherited: frozenset[str] = frozenset()
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in ("object", "Protocol", "ABC"):
+                    continue
+                if not isinstance(base, ast.Name):
+                    return None
+                from_base = _node_parameters(tree, base.id, seen)
+                if from_base is None:
+                    return None
+                inherited |= from_base
+            decorated = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+            return fields | inherited if decorated or inherited else (None if fields else frozenset())
+    return None
+
+
+def _task_overrides(cfg: DictConfig, overrides: list[str] | None) -> list[str]:
+    if overrides is not None:
+        return overrides
+    hydra_node = cfg.get("hydra") if isinstance(cfg, DictConfig) else None
+    if isinstance(hydra_node, DictConfig):
+        return [str(o) for o in OmegaConf.select(hydra_node, "overrides.task", default=[]) or []]
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return [str(o) for o in HydraConfig.get().overrides.task]
+    return []
+
+
+def _added_key_problems(cfg: DictConfig, overrides: list[str], groups: set[str]) -> list[str]:
+    """A key added with ``+`` under one of the harness's groups or sections (``+cache.netwrok_fs=refuse``):
+    ``+`` adds only keys the config files lack, so the key is a typo unless the ``_target_`` it configures
+    takes it as a parameter (``+retriever.encoder.show_progress=false``) or it lies inside a value such a
+    parameter holds (a mapping of keyword arguments)."""
+    found = []
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++") or "=" not in override:
+            continue
+        key = override[1:].split("=", 1)[0].strip()
+        parts = key.split(".")
+        if len(parts) < 2 or parts[0] not in groups or "@" in key:
+            continue
+        parent_key, name = ".".join(parts[:-1]), parts[-1]
+        try:
+            present, parent = _select(cfg, parent_key)
+        except OmegaConfBaseException:
+            continue
+        if not present or not isinstance(parent, DictConfig):
+            continue
+        target = parent.get("_target_") if "_target_" in parent else None
+        if target is None:
+            # Inside a target's parameter (a mapping of keyword arguments): anything goes.
+            if any(
+                isinstance(node, DictConfig) and "_target_" in node
+                for node in (_select(cfg, ".".join(parts[:i]))[1] for i in range(1, len(parts) - 1))
+            ):
+                continue
+            known = [str(k) for k in parent if str(k) != name]
+        else:
+            parameters = _parameters(str(target))
+            if parameters is None or name in parameters:
+                continue
+            known = sorted(parameters | {str(k) for k in parent if str(k) != name})
+        found.append(
+            f"unknown key {key!r} (added with +); allowed keys under {parent_key}: {', '.join(sorted(known))}"
+            + closest(name, known, parent_key + ".")
+        )
+    return found
+
+
+def _section_problems(cfg: DictConfig, config_file: Path) -> list[str]:
+    found = []
+    for section, keys in _sections(config_file).items():
+        if section not in cfg:
+            continue
+        value = OmegaConf.select(cfg, section, throw_on_resolution_failure=False)
+        if not isinstance(value, DictConfig):
+            shown = redacted(value) if isinstance(value, str) else value
+            found.append(
+                f"{section}={shown!r} is not a mapping; allowed: the keys {', '.join(sorted(keys))} "
+                f"(set one with {section}.KEY=VALUE)"
+            )
+    return found
+
+
+# libpq's connection parameters (PostgreSQL 17), the query parameters a postgresql:// URL may carry.
+LIBPQ_PARAMETERS = (
+    "host hostaddr port dbname user password passfile require_auth channel_binding connect_timeout "
+    "client_encoding options application_name fallback_application_name keepalives keepalives_idle "
+    "keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode sslnegotiation "
+    "requiressl sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir sslsni "
+    "requirepeer ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation service "
+    "target_session_attrs load_balance_hosts"
+).split()
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def url_problems(url: str, key: str = "cache.url") -> list[str]:
+    """The query parameters of a postgresql:// URL that libpq would refuse, or ``sslmode`` values it
+    would refuse at connection time, named with the key (the password masked)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    found = []
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name not in LIBPQ_PARAMETERS:
+            found.append(
+                f"{key}={redacted(url)!r}: unknown connection parameter {name!r}; allowed: libpq's parameters "
+                "(https://www.postgresql.org/docs/current/libpq-connect.html)" + closest(name, LIBPQ_PARAMETERS)
+            )
+        elif name == "sslmode" and value not in SSLMODES:
+            found.append(
+                f"{key}={redacted(url)!r}: sslmode={value!r} is not a mode; allowed: {', '.join(SSLMODES)}"
+                + closest(value, SSLMODES)
+            )
+    return found
+
+
+def launcher_problems(cfg: DictConfig) -> list[str]:
+    """Values of ``hydra.launcher`` the launcher would fail on with its own traceback (joblib's
+    ``n_jobs=0``, a submitit time limit below one minute); checked before a sweep launches its jobs."""
+    try:
+        launcher = OmegaConf.select(cfg, "hydra.launcher", throw_on_resolution_failure=False)
+    except OmegaConfBaseException:
+        return []
+    if not isinstance(launcher, DictConfig):
+        return []
+    target = str(launcher.get("_target_", ""))
+    found = []
+    if "joblib" in target.lower() and "n_jobs" in launcher:
+        n_jobs = launcher.get("n_jobs")
+        if n_jobs is not None and (not _is_int(n_jobs) or n_jobs == 0):
+            found.append(
+                f"hydra.launcher.n_jobs={n_jobs!r} is out of range; allowed: an integer >= 1 (jobs at once), "
+                "a negative integer (-1: one per CPU), or null"
+            )
+    if "submitit" in target.lower():
+        for name in ("timeout_min", "signal_delay_s", "max_num_timeout"):
+            if name not in launcher:
+                continue
+            value = launcher.get(name)
+            low = 1 if name == "timeout_min" else 0
+            if not _is_int(value) or value < low:
+                found.append(f"hydra.launcher.{name}={value!r} is out of range; allowed: an integer >= {low}")
+    return found
+
+
+def vllm_problems(cfg: DictConfig) -> list[str]:
+    """``reader.vllm`` of a vLLM reader: unknown settings, values the engine refuses, and an interpreter
+    that does not exist (otherwise found only when the first prompt is read, after the retrieval stages)."""
+    present, reader = _select(cfg, "reader")
+    if not present or not isinstance(reader, DictConfig) or reader.get("backend") != "vllm":
+        return []
+    present, settings = _select(cfg, "reader.vllm")
+    if present and settings is not None and not isinstance(settings, DictConfig):
+        return [f"reader.vllm={settings!r} is not a mapping; allowed: the engine's settings (reader.vllm.KEY=VALUE)"]
+    from dataclasses import fields
+
+    from harness.backends.vllm_engine import (
+        PYTHON_ENV,
+        VllmSettings,
+        VllmUnavailableError,
+        vllm_python,
+    )
+
+    given = {str(k): v for k, v in (settings or {}).items()}
+    known = [f.name for f in fields(VllmSettings)]
+    found = [
+        f"unknown key 'reader.vllm.{name}'; allowed keys under reader.vllm: {', '.join(known)}"
+        + closest(name, known, "reader.vllm.")
+        for name in given
+        if name not in known
+    ]
+    try:
+        VllmSettings.from_mapping({k: v for k, v in given.items() if k in known})
+    except (TypeError, ValueError) as error:
+        found.append(f"reader.{error}")
+    if bool(cfg.get("read", True)) and not found:
+        python = given.get("python")
+        try:
+            vllm_python(str(python) if python else None)
+        except VllmUnavailableError as error:
+            # Its own message names the key or $HARNESS_VLLM_PYTHON; null tried every fall-back.
+            where = "" if python or os.environ.get(PYTHON_ENV) else "reader.vllm.python=null: "
+            found.append(f"{where}{error} (read=false needs no vLLM)")
+    return found
+
+
+def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[str] | None = None) -> list[str]:
+    """Every invalid value of ``cfg``, one line each; empty when the config is valid. ``overrides``: the
+    command line's (for keys added with ``+``); by default ``cfg.hydra.overrides.task`` or the running job's."""
     found: list[str] = []
     allowed = allowed_top_level_keys(config_file)
+    found += _section_problems(cfg, config_file)
+    found += _added_key_problems(cfg, _task_overrides(cfg, overrides), allowed - _EXTRA_TOP_LEVEL)
     for key in cfg:
         if str(key) not in allowed:
             value = OmegaConf.select(cfg, str(key), throw_on_resolution_failure=False)
@@ -162,7 +417,15 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
         if not present or (value is None and rule.nullable):
             continue
         if not rule.ok(value):
-            found.append(f"{rule.key}={value!r} is out of range; allowed: {rule.allowed}")
+            shown = redacted(value) if isinstance(value, str) else value
+            found.append(f"{rule.key}={shown!r} is out of range; allowed: {rule.allowed}")
+    try:
+        url = OmegaConf.select(cfg, "cache.url", default=None)
+    except OmegaConfBaseException:
+        url = None
+    if is_url(url):
+        found += url_problems(str(url))
+    found += vllm_problems(cfg)
     path = _dataset_path(cfg)
     if path is not None and not path.exists():
         found.append(
@@ -178,8 +441,8 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> list[str]:
     return found
 
 
-def validate(cfg: DictConfig, config_file: Path = CONFIG_FILE) -> None:
+def validate(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[str] | None = None) -> None:
     """Raise :class:`ConfigError` listing every invalid value of ``cfg``."""
-    found = problems(cfg, config_file)
+    found = problems(cfg, config_file, overrides)
     if found:
         raise ConfigError(found)
