@@ -70,17 +70,26 @@ class MaskedSecrets(Callback):
             return
         folder = Path(str(config.hydra.runtime.output_dir)) / str(subdir)
         for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
-            path = folder / name
-            try:
-                text = path.read_text()
-            except OSError:
-                continue
-            if redacted(text) != text:
-                path.write_text(redacted(text))
+            mask_file(folder / name)
+        if config.hydra.get("mode") == RunMode.MULTIRUN:  # the sweeper saved it before the first job
+            mask_file(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         if job_return is not None and job_return.overrides is not None:
             job_return.overrides = [redacted(str(o)) for o in job_return.overrides]
+
+
+def mask_file(path: Path) -> None:
+    """Rewrite ``path`` with its passwords masked, if it holds any (renamed into place: parallel jobs of a
+    sweep may rewrite the sweep's multirun.yaml at once)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return
+    if redacted(text) != text:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(redacted(text))
+        os.replace(tmp, path)
 
 
 class FailedJobs(MaskedSecrets):
@@ -99,6 +108,7 @@ class FailedJobs(MaskedSecrets):
             sys.exit(2)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        mask_file(Path(config.hydra.sweep.dir) / "multirun.yaml")
         FailedJobs.failed = failed_jobs(Path(config.hydra.sweep.dir))
         if FailedJobs.failed:
             print(failure_summary(FailedJobs.failed), file=sys.stderr)

@@ -38,6 +38,11 @@ SECRET = "KNOWNPASS"
             "cache database postgresql://u:KNOWNPASS@h/db?password=KNOWNPASS (store x): refused",
             "cache database postgresql://u:***@h/db?password=*** (store x): refused",
         ),
+        (
+            "cache.url=postgresql\\://u\\:KNOWNPASS@h\\:1/db",
+            "cache.url=postgresql\\://u\\:***@h\\:1/db",
+        ),  # Hydra's sweep lines
+        ("postgresql\\://u@h/db?password\\=KNOWNPASS", "postgresql\\://u@h/db?password\\=***"),
         ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
         ("postgresql://h:5432/db", "postgresql://h:5432/db"),
     ],
@@ -141,3 +146,25 @@ def test_a_run_on_a_database_given_a_password_keeps_it_out_of_every_file(tmp_pat
     assert (run_dir / "config.yaml").exists() and "url: postgresql://" in (run_dir / "config.yaml").read_text()
     assert "***" in (run_dir / "config.yaml").read_text()
     assert leaks(run_dir, proc) == []
+
+
+def test_a_sweep_shows_no_password_in_its_lines_or_files(tmp_path):
+    """Hydra's launcher lines ("#0 : cache.url=postgresql\\://u\\:...") and multirun.yaml, the job's
+    .hydra files, cli.log and error.txt."""
+    sweep_dir = tmp_path / "sweep"
+    command = [sys.executable, "-m", "harness", "-m", "dataset=demo", "read=false", "logger=none"]
+    overrides = [f"cache.url=postgresql://u:{SECRET}@127.0.0.1:1/db", f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.run(
+        [*command, *overrides],
+        cwd=REPO,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-3000:]
+    assert (sweep_dir / "0" / "error.txt").exists() and (sweep_dir / "multirun.yaml").exists()
+    assert "#0 : " in output and "***" in output
+    assert leaks(sweep_dir, proc) == [], output[-3000:]

@@ -35,12 +35,13 @@ def is_url(location: str | os.PathLike | None) -> bool:
 
 
 # libpq's connection strings, wherever they occur in a text (a message, an override list, a log line):
-# the password of a URL's userinfo (which ends at the first "@" or "/": libpq splits there), the ``password``
+# the password of a URL's userinfo (which ends at the first "@" or "/": libpq splits there; Hydra's sweep
+# lines escape colons and equals signs, postgresql\://u\:SECRET@host), the ``password``
 # query parameter of a URL (up to the next "&" or "#"), and the ``password`` keyword of the key/value form,
 # quoted ('...' with backslash escapes) or not (up to the next blank).
-_URL_USERINFO = re.compile(r"(?i)(\bpostgres(?:ql)?://[^:@/\s]*:)[^@/\s]*(?=@)")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#\s]*")
-_KEYWORD_PASSWORD = re.compile(r"(?<![?&\w.])(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|\S+)")
+_URL_USERINFO = re.compile(r"(?i)(\bpostgres(?:ql)?\\?://[^:@/\s]*:)[^@/\s]*(?=@)")
+_QUERY_PASSWORD = re.compile(r"([?&]password\\?=)[^&#\s]*")
+_KEYWORD_PASSWORD = re.compile(r"(?<![?&\w.])(password\s*\\?=\s*)(?:'(?:[^'\\]|\\.)*'?|\S+)")
 MASK = "***"
 
 
