@@ -132,13 +132,17 @@ def server_url() -> Iterator[str]:
         shutil.rmtree(parent, ignore_errors=True)
 
 
-def test_a_run_on_a_database_given_a_password_keeps_it_out_of_every_file(tmp_path, server_url):
+@pytest.mark.parametrize("form", ["userinfo", "query parameter"])
+def test_a_run_on_a_database_given_a_password_keeps_it_out_of_every_file(tmp_path, server_url, form):
     from tests.helpers.postgres import new_database
 
     parts = urlsplit(new_database(server_url))
     # The test server trusts its local socket: a password in the URL is sent to nobody, yet it is in the config.
-    user = parts.username or "postgres"
-    url = urlunsplit(parts._replace(netloc=f"{user}:{SECRET}@{parts.hostname or ''}"))
+    if form == "userinfo":
+        user = parts.username or "postgres"
+        url = urlunsplit(parts._replace(netloc=f"{user}:{SECRET}@{parts.hostname or ''}"))
+    else:
+        url = urlunsplit(parts._replace(query=f"{parts.query}&password={SECRET}"))
     assert SECRET in url
     run_dir = tmp_path / "run"
     proc = run_harness(run_dir, environment(tmp_path, HARNESS_CACHE_URL=url), "dataset.sample_size=2")
