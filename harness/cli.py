@@ -143,6 +143,8 @@ def failure_summary(jobs: list[dict[str, Any]]) -> str:
 def hydra_main(cfg: DictConfig) -> None:
     # Again here: a launcher may run jobs in worker processes that never went through main().
     signals.install()
+    # Hydra has parsed the command line; loggers that record it (W&B's run metadata) get it masked.
+    sys.argv[:] = [redacted(arg) for arg in sys.argv]
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
