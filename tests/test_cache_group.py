@@ -44,31 +44,53 @@ def shared_folder():
     shutil.rmtree(outer)
 
 
-def write_as(uid: int, folder: Path, key: str) -> tuple[int, str]:
-    """Run ``_write`` in a forked process as ``uid`` (group GROUP, umask 002): its exit status and output.
-    Forked rather than started afresh: the interpreter may lie where other uids cannot read it."""
+def _hold_open(folder: Path, ready: int, release: int) -> str:
+    """Write as ``_write`` does, then keep the store open (its -wal and -shm in use) until released."""
+    store = TextStore(folder / "responses.sqlite", table="responses")
+    store.put_texts({"first": {"answer": "first"}})
+    os.write(ready, b"ready")
+    os.read(release, 1)
+    found = sorted(store.get_texts(["first", "second"]))
+    store.close()
+    return repr(found)
+
+
+def start_as(uid: int, work, close: tuple[int, ...] = ()) -> tuple[int, int]:
+    """Run ``work()`` in a forked process as ``uid`` (group GROUP, umask 002): its pid and the pipe its
+    output comes back on. Forked rather than started afresh: the interpreter may lie where other uids cannot
+    read it. The child closes ``close`` (the parent's ends of pipes it shares with the child)."""
     codecs.lookup("unicode_escape")  # loaded now: the child may not read the standard library's files
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
-        os.close(read)
+        for fd in (read, *close):
+            os.close(fd)
         status = 1
         try:
             os.setgroups([GROUP])
             os.setgid(GROUP)
             os.setuid(uid)
             os.umask(0o002)
-            out = _write(folder, key)
+            out = work()
             status = 0
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             out = f"{type(exc).__name__}: {exc}"
         os.write(write, out.encode())
         os._exit(status)
     os.close(write)
+    return pid, read
+
+
+def finish(pid: int, read: int) -> tuple[int, str]:
     with os.fdopen(read, "rb") as pipe:
         out = pipe.read().decode()
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), out
+
+
+def write_as(uid: int, folder: Path, key: str) -> tuple[int, str]:
+    """``_write(folder, key)`` as ``uid``: its exit status and output."""
+    return finish(*start_as(uid, lambda: _write(folder, key)))
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to start other uids")
@@ -79,6 +101,24 @@ def test_a_second_member_of_the_group_writes_to_a_cache_the_first_created(shared
     # Before: "CacheAccessError: cache file .../responses.sqlite: attempt to write a readonly database".
     assert write_as(SECOND, shared_folder, "second") == (0, "['first', 'second']")
     assert sorted(p.name for p in (shared_folder / "pools").glob("*.npz")) == ["first.npz", "second.npz"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to start other uids")
+def test_a_second_member_writes_while_the_first_holds_the_store_open(shared_folder):
+    ready, ready_in = os.pipe()
+    release_out, release = os.pipe()
+    first = start_as(FIRST, lambda: _hold_open(shared_folder, ready_in, release_out), close=(ready, release))
+    os.close(ready_in)
+    os.close(release_out)
+    try:
+        assert os.read(ready, 5) == b"ready"
+        for suffix in ("", "-wal", "-shm"):  # in use by the first member, written by the second
+            assert stat.S_IMODE((shared_folder / f"responses.sqlite{suffix}").stat().st_mode) == 0o664
+        assert write_as(SECOND, shared_folder, "second") == (0, "['first', 'second']")
+    finally:
+        os.close(release)
+        os.close(ready)
+    assert finish(*first) == (0, "['first', 'second']")
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
