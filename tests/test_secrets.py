@@ -172,3 +172,20 @@ def test_a_sweep_shows_no_password_in_its_lines_or_files(tmp_path):
     assert (sweep_dir / "0" / "error.txt").exists() and (sweep_dir / "multirun.yaml").exists()
     assert "#0 : " in output and "***" in output
     assert leaks(sweep_dir, proc) == [], output[-3000:]
+
+
+def test_the_wandb_run_files_hold_no_password(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from harness.runlog.wandb_logger import WandbLogger
+    from tests.conftest import compose_cfg
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    cfg = compose_cfg(["logger=wandb", "cache.url='postgresql://harness:Wandb0Secret@127.0.0.1:1/db?sslmode=disable'"])
+    rows = pd.DataFrame({"question_id": ["q1"], "question": ["?"], "gold_answers": ['["a"]'], "answer": ["a"]})
+    summary = {"run": {"packer": "packed"}, "metrics": {}, "n_questions": 1}
+    WandbLogger(mode="offline").log_run(cfg, rows, summary, tmp_path)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in files)  # the file `wandb sync` uploads
+    assert [p for p in files if b"Wandb0Secret" in p.read_bytes()] == []

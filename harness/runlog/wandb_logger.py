@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from harness.cache.postgres import redacted_config
 from harness.metrics.provenance import ANSWER_SPANS, PROVENANCE_COLUMNS, SNIPPETS
 from harness.metrics.registry import metric_names
 
@@ -91,7 +92,7 @@ class WandbLogger:
             tags=self.tags,
             dir=str(output_dir),
             name=" ".join(f"{k}={v}" for k, v in summary["run"].items()),
-            config=OmegaConf.to_container(cfg, resolve=True),
+            config=redacted_config(OmegaConf.to_container(cfg, resolve=True)),  # type: ignore[arg-type]
             reinit="finish_previous",
         )
         try:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -95,6 +94,7 @@ def log_report(
 ) -> Path:
     """Build the sweep's report and viewer and log them as one ``job_type: report`` run (see the module doc);
     returns the report directory."""
+    import pandas as pd  # here, not at the top: the callback loads with every W&B run's config check
     import wandb
 
     from harness.report.tables import Options
