@@ -353,7 +353,37 @@ def launcher_problems(cfg: DictConfig) -> list[str]:
             low = 1 if name == "timeout_min" else 0
             if not _is_int(value) or value < low:
                 found.append(f"hydra.launcher.{name}={value!r} is out of range; allowed: an integer >= {low}")
+    if "ray" in target.lower():
+        found += ray_address_problems(OmegaConf.select(launcher, "ray.init.address", default=None))
     return found
+
+
+RAY_CONNECT_SECONDS = 3.0
+
+
+def ray_address_problems(address: Any, timeout: float = RAY_CONNECT_SECONDS) -> list[str]:
+    """An existing Ray cluster's address that nothing answers on: ray.init would wait for minutes. The address
+    is tried here, as given, before Ray sees it (Ray rewrites a loopback address to the machine's own
+    interface address); ``null`` and ``auto``/``local`` are Ray's own choices and left to it."""
+    import socket
+
+    if address is None or str(address).strip() in ("", "auto", "local"):
+        return []
+    text = str(address).strip()
+    hostport = text.split("://", 1)[1] if "://" in text else text
+    host, _, port = hostport.rpartition(":")
+    key = "hydra.launcher.ray.init.address"
+    if not host or not port.isdigit():
+        return [f"{key}={text!r} is not HOST:PORT (or ray://HOST:PORT); allowed: a running cluster's address, or null"]
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        return [
+            f"{key}={text!r}: no Ray cluster answers there ({error.strerror or error}, tried for {timeout:.0f} s); "
+            "allowed: the address `ray start --head` printed, or null to start a local cluster"
+        ]
+    return []
 
 
 def vllm_problems(cfg: DictConfig) -> list[str]:

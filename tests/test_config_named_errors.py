@@ -116,3 +116,44 @@ def test_the_command_line_names_the_key_and_exits_2(tmp_path, args, needle):
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("config error: ") and needle in errors[0], done.stderr[-2000:]
+
+
+def test_an_unreachable_ray_address_is_named_within_seconds():
+    import socket
+    import time
+
+    from harness.config_check import ray_address_problems
+
+    with socket.socket() as probe:  # a loopback port nothing listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.perf_counter()
+    (line,) = ray_address_problems(f"127.0.0.1:{port}")
+    assert time.perf_counter() - start < 5
+    assert line.startswith(f"hydra.launcher.ray.init.address='127.0.0.1:{port}': no Ray cluster answers there")
+    (line,) = ray_address_problems("ray://nohost")
+    assert "is not HOST:PORT" in line
+    assert ray_address_problems(None) == [] and ray_address_problems("auto") == []
+    with socket.socket() as server:  # a listening port is taken as a cluster (Ray itself checks the rest)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert ray_address_problems(f"ray://127.0.0.1:{server.getsockname()[1]}") == []
+
+
+def test_a_sweep_on_an_unreachable_ray_address_exits_2_naming_it(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "-m", "hydra/launcher=ray_local",
+         f"hydra.launcher.ray.init.address=127.0.0.1:{port}", "logger=none", "read=false",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "HARNESS_CACHE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"hydra.launcher.ray.init.address='127.0.0.1:{port}'" in result.stderr
+    assert time.perf_counter() - start < 60
