@@ -101,14 +101,19 @@ def test_every_lm_option_composes_as_a_trees_lm(option):
         assert lm.settings.n_threads is None and "|quant=Q4" in lm.model_id
 
 
-@pytest.mark.parametrize("tree", ["raptor", "dtcrs"])
-def test_the_trees_replication_sweep_gives_both_trees_the_gguf_summariser(tree):
-    cfg = compose_cfg(["+sweeps=replication_trees", f"tree={tree}", "dataset=quality"])
+@pytest.mark.parametrize(
+    "variant, tree, classifier",
+    [("raptor", "raptor", None), ("dtcrs_lm", "dtcrs", "lm"), ("dtcrs_annotation", "dtcrs", "annotation")],
+)
+def test_the_trees_replication_sweep_gives_every_tree_the_gguf_summariser(variant, tree, classifier):
+    # A variant is listed before the study, as the study's sweeper lists it.
+    cfg = compose_cfg([f"+sweeps/replication_trees={variant}", "+sweeps=replication_trees", "dataset=quality"])
     assert cfg.tree.name == tree and cfg.dataset.name == "quality" and cfg.dataset.chunk_tokens == 100
+    assert cfg.tree.get("classifier") == classifier
     assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit) == (512, 10, False, "candidate")
     assert not cfg.logger  # logger=none: an empty group
-    # each tree keeps its own LM responses, so neither reuses the other's summaries
-    assert cfg.tree.lm.cache_dir.endswith(f"tree_lm/{tree}")
+    # each variant keeps its own LM responses, so none reuses another's summaries
+    assert cfg.tree.lm.cache_dir.endswith(f"tree_lm/{variant}")
     lm = instantiate(cfg.tree.lm)
     assert type(lm).__name__ == "LlamaCppChatLM" and lm.settings.n_ctx == 8192
     assert lm.model_id.startswith("offline:smollm2|gguf=SmolLM2-135M-Instruct.Q4_1.gguf:")
