@@ -437,7 +437,16 @@ class Pipeline:
 
     def read(self, prepared: list[Prepared]) -> list[str]:
         start = time.perf_counter()
-        prompts = [p.prompt for p in prepared]
+        # Rendered again by this run's reader: a packing reused from an earlier job (harness.reuse) was rendered
+        # by that job's reader, and a chat-endpoint server reader sends the messages it rendered itself, system
+        # message included. The prompt settings are in the packing key, so the text is the same.
+        prompts = [self.reader.render_prompt(p.pool.example.question, p.context_text) for p in prepared]
+        for item, prompt in zip(prepared, prompts, strict=True):
+            if prompt != item.prompt:
+                raise RuntimeError(
+                    f"question {item.pool.example.question_id!r}: the reader renders another prompt than the "
+                    "packing it reuses (a prompt setting missing from harness.read.prompt's packing key?)"
+                )
         if hasattr(self.reader, "responses"):
             responses = self.reader.responses(prompts)
         else:

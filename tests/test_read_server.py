@@ -412,3 +412,40 @@ def test_llama_server_rejects_a_missing_gguf(tmp_path):
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     assert result.returncode != 0 and "no.gguf does not exist" in result.stderr
+
+
+def test_a_reused_packing_sends_the_system_message_to_a_new_chat_reader(tmp_path):
+    """Jobs of one process that differ only in a generation setting (reader.max_new_tokens) share their
+    packings (harness.reuse): the second job's reader never rendered those prompts, yet must send the same
+    chat messages, system message included, and key its cache by them."""
+    from harness.pipeline import Pipeline
+    from tests.conftest import compose_cfg
+
+    with ScriptedServer() as server:
+        sent = {}
+        for max_new_tokens in (24, 32):
+            cfg = compose_cfg(
+                [
+                    "dataset=demo",
+                    "dataset.sample_size=3",
+                    "logger=none",
+                    f"paths.cache_dir={tmp_path}",
+                    f"paths.models_dir={MODELS_DIR}",
+                    "reader=openai_compat",
+                    "reader.endpoint=chat",
+                    f"reader.base_url={server.base_url}",
+                    f"reader.max_new_tokens={max_new_tokens}",
+                    "prompt.system=Be brief.",
+                ]
+            )
+            pipeline = Pipeline(cfg)
+            prepared = pipeline.prepare(pipeline.load())
+            before = len(server.requests)
+            pipeline.read(prepared)
+            sent[max_new_tokens] = [r["body"] for r in server.requests[before:]]
+        assert pipeline.reused["packings"] == 1  # the second job reused the first job's packings
+        first, second = (sorted(sent[n], key=lambda body: body["messages"][-1]["content"]) for n in (24, 32))
+        assert len(first) == len(second) == 3  # requests run concurrently: compared in a fixed order
+        for a, b in zip(first, second, strict=True):
+            assert a["messages"][0] == {"role": "system", "content": "Be brief."}
+            assert b["messages"] == a["messages"] and b["max_tokens"] == 32
