@@ -81,13 +81,16 @@ def _supporting(example: Example) -> set[tuple[str, int]] | None:
     return None if sentences is None else {(d, int(i)) for d, i in sentences}
 
 
-def snippet_records(context: Context, text: str, pool: Pool, example: Example) -> list[dict[str, Any]]:
-    """One provenance record per snippet of ``context`` (rendered as ``text``), in order."""
+def snippet_records(
+    context: Context, text: str, pool: Pool, example: Example, spans: list[list[int]] | None = None
+) -> list[dict[str, Any]]:
+    """One provenance record per snippet of ``context`` (rendered as ``text``), in order; ``spans``: the
+    text's :func:`answer_spans`, when the caller has them."""
     documents = {doc.doc_id: doc for doc in example.documents}
     candidates = {cand.cand_id: cand for cand in pool.candidates}
     gold = set(example.gold_doc_ids)
     supporting = _supporting(example)
-    spans = answer_spans(text, example.answers)
+    spans = answer_spans(text, example.answers) if spans is None else spans
     records, cursor = [], 0
     for snippet in context.snippets:
         # The rendering joins the snippets with a separator: each is found after the one before it.
@@ -156,7 +159,8 @@ def pool_column(pool: Pool, selected: Pool) -> dict[str, str]:
 def context_columns(context: Context, text: str, pool: Pool) -> dict[str, str]:
     """The row's ``snippets`` and ``answer_spans`` columns (JSON)."""
     example = pool.example
+    spans = answer_spans(text, example.answers)  # once: the snippet records mark the same spans
     return {
-        SNIPPETS: json.dumps(snippet_records(context, text, pool, example), **_COMPACT),
-        ANSWER_SPANS: json.dumps(answer_spans(text, example.answers), **_COMPACT),
+        SNIPPETS: json.dumps(snippet_records(context, text, pool, example, spans), **_COMPACT),
+        ANSWER_SPANS: json.dumps(spans, **_COMPACT),
     }
