@@ -26,11 +26,11 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the loop references live with the tests
 
+from harness.core.types import Candidate, Example, Pool
 from harness.diversify.dpp import DPPDiversifier, dpp_greedy_map
 from harness.diversify.mmr import MMRDiversifier, mmr_select
 from harness.diversify.relevance import query_similarity
 from harness.diversify.rng import RNGDiversifier, rng_select, rng_select_full
-from harness.types import Candidate, Example, Pool
 from tests.helpers.reference import dpp_brute_force, mmr_loop, rng_loop
 
 M, K = 100, 5

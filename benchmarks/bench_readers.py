@@ -31,9 +31,9 @@ import psutil
 from harness.backends.offline_models import OFFLINE_MODELS, default_folder, ensure_offline_model, gguf_path
 from harness.backends.precision import BF16_CPU_FLAGS, cpu_dtype, cpu_flags
 from harness.backends.vllm_engine import VllmUnavailableError, vllm_python
+from harness.core.threads import available_cpus
 from harness.metrics import exact_match, f1_score
 from harness.read.reader import Reader
-from harness.threads import available_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"

@@ -20,10 +20,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness import signals, threads
 from harness.cache.postgres import redacted
-from harness.config_check import ConfigError, launcher_problems, validate
-from harness.sweep_compose import compose_once
+from harness.core import signals, threads
+from harness.run.config_check import ConfigError, launcher_problems, validate
+from harness.run.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
 
@@ -154,11 +154,11 @@ def hydra_main(cfg: DictConfig) -> None:
     if not hydra_cfg.verbose:
         quiet_libraries()
     # A parallel launcher (joblib's n_jobs) runs several jobs on this machine at once: readers left to
-    # choose their thread count take their share of the CPUs (harness.threads).
+    # choose their thread count take their share of the CPUs (harness.core.threads).
     threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)
     try:
         validate(cfg)  # before the pipeline's imports (pandas, scipy, torch: seconds) and any model load
-        from harness.pipeline import run
+        from harness.run.pipeline import run
 
         run(cfg, output_dir, choices=choices)
     except ConfigError as error:

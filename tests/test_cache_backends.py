@@ -167,7 +167,7 @@ def test_a_folder_copy_keeps_every_store_and_leaves_temporaries_behind(tmp_path)
     source = tmp_path / "cache #1 (old)"  # characters a file: URI must escape
     TextStore(source / "responses.sqlite", table="responses").put_texts(entries(0))
     ArrayStore(source / "tree_lm" / "raptor" / "embeddings.sqlite", table="embeddings").put_arrays({"v": np.ones(3)})
-    from harness.pools import PoolCache
+    from harness.cache.pools import PoolCache
     from tests.test_cache_identity import demo_pools
 
     _, pools, retrieval = demo_pools()

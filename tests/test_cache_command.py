@@ -14,7 +14,7 @@ import pytest
 
 from harness.cache import TextStore, stores
 from harness.cache.__main__ import main
-from harness.pools import PoolCache
+from harness.cache.pools import PoolCache
 from tests.test_cache_identity import demo_pools
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from harness.cache import ArrayStore, TextStore, stores
-from harness.pools import PoolCache
+from harness.cache.pools import PoolCache
 
 GROUP, FIRST, SECOND = 46_100, 46_101, 46_102
 

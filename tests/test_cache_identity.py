@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import fingerprint
-from harness.cache import ArrayStore, CacheAccessError, TextStore
+from harness.cache import ArrayStore, CacheAccessError, TextStore, fingerprint
+from harness.cache.pools import PoolCache, pool_key, pools_from_arrays, pools_to_arrays
+from harness.core.types import Document, Example
 from harness.data.load import load_dataset
 from harness.perturb.inject import NearDuplicateInjection
-from harness.pools import PoolCache, pool_key, pools_from_arrays, pools_to_arrays
 from harness.retrieve.dense import DenseRetriever
-from harness.types import Document, Example
 from tests.conftest import REPO, HashEncoder, compose_cfg
 
 
@@ -251,13 +250,13 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     }
     # Transitive imports: the pool stage reads datasets through harness/data, which the key must cover.
     assert {
-        "pools.py",
+        "run/pools.py",
         "retrieve/dense.py",
         "perturb/inject.py",
         "data/hotpotqa.py",
         "data/demo/demo_multihop.json",
         "metrics/retrieval.py",
-        "types.py",
+        "core/types.py",
     } <= rel["pools"]
     assert {"tree/raptor.py", "lm/base.py"} <= rel["tree"]
     # Loaders, trees and the reader split, chunk and count text through harness/text.
@@ -267,7 +266,7 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     for stage in ("pools", "tree", "read", "run"):
         # Analysis, sinks and cache storage (SQLite or PostgreSQL) never change what a stage computes.
         assert not any(p.startswith(("report/", "runlog/", "stats/", "cache/")) for p in rel[stage]), stage
-    assert {"pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
+    assert {"run/pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
     assert "cli.py" not in rel["run"]
 
 
@@ -364,7 +363,7 @@ def test_damaged_values_are_skipped_not_served(tmp_path, caplog):
 
 KEYS_SCRIPT = """
 import json
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
 from harness.read.reader import Reader
 reader = Reader(name="r", offline_model="smollm2")
 fingerprints = {s: code_fingerprint(s) for s in ("pools", "tree", "lm", "run")}

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cache import TextStore
 from harness.cache import network_fs as cache_fs
-from harness.config_check import problems
+from harness.run.config_check import problems
 from tests.conftest import compose_cfg
 
 MOUNTS = """\

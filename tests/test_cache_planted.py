@@ -16,7 +16,7 @@ import pytest
 
 from harness.cache import CacheAccessError, TextStore, stores
 from harness.cache.__main__ import main
-from harness.pools import PoolCache, pool_key, pools_to_arrays
+from harness.cache.pools import PoolCache, pool_key, pools_to_arrays
 from tests.conftest import compose_cfg
 from tests.test_cache_identity import demo_pools
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config_check import ConfigError, allowed_top_level_keys, problems, validate
+from harness.run.config_check import ConfigError, allowed_top_level_keys, problems, validate
 from tests.conftest import REPO, compose_cfg
 
 

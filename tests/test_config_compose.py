@@ -71,8 +71,8 @@ def test_every_sweep_composes_with_each_swept_value(sweep):
 
 
 def test_the_reranker_is_its_own_group_and_a_valid_top_level_key():
-    from harness.config_check import problems
     from harness.retrieve.rerank import CrossEncoderReranker
+    from harness.run.config_check import problems
 
     plain = compose_cfg([])
     assert not plain.reranker and "reranker" not in plain.retriever and problems(plain) == []
@@ -97,7 +97,7 @@ def test_every_lm_option_composes_as_a_trees_lm(option):
     if cfg.tree.lm._target_.endswith("LlamaCppChatLM"):  # builds without starting llama.cpp
         lm = instantiate(cfg.tree.lm)
         assert lm.backend == "llama_cpp" and lm._generator is None
-        # No LM config pins a thread count: null takes this job's share of the CPUs (harness.threads).
+        # No LM config pins a thread count: null takes this job's share of the CPUs (harness.core.threads).
         assert lm.settings.n_threads is None and "|quant=Q4" in lm.model_id
 
 

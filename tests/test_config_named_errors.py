@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config_check import launcher_problems, problems
+from harness.run.config_check import launcher_problems, problems
 from tests.conftest import REPO, compose_cfg
 
 
@@ -122,7 +122,7 @@ def test_an_unreachable_ray_address_is_named_within_seconds():
     import socket
     import time
 
-    from harness.config_check import ray_address_problems
+    from harness.run.config_check import ray_address_problems
 
     with socket.socket() as probe:  # a loopback port nothing listens on: bound, then closed
         probe.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from harness.data import load_dataset
 from harness.data.aliases import read_aliases
 from harness.data.errors import DatasetFormatError
 from harness.metrics.answers import exact_match, f1_score
-from harness.pipeline import dataset_loader_config
+from harness.run.pipeline import dataset_loader_config
 from tests.conftest import REPO, SHARED_DATA
 
 TWOWIKI = SHARED_DATA / "2wikimultihopqa" / "2wiki_dev_sample.jsonl"

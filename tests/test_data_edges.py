@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from harness.data import DatasetFormatError, load_examples
-from harness.pipeline import k_exceeds_pools
+from harness.run.pipeline import k_exceeds_pools
 from tests.conftest import make_pool
 from tests.test_data_malformed import _hotpot, _musique
 
@@ -68,10 +68,10 @@ def test_k_above_every_pool_is_named():
 
 
 def test_k_above_every_pool_is_logged_by_a_run(tmp_path, caplog):
-    from harness.pipeline import run
+    from harness.run.pipeline import run
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["dataset=demo", "k=1000", "read=false", "logger=none", f"paths.cache_dir={tmp_path / 'cache'}"])
-    with caplog.at_level(logging.WARNING, logger="harness.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="harness.run.pipeline"):
         run(cfg, tmp_path / "run")
     assert any("k=1000 exceeds every question's pool" in r.getMessage() for r in caplog.records)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
+from harness.cache.fingerprint import example_digests
 from harness.data import DatasetFormatError, detect_layout, load_dataset, load_examples
-from harness.fingerprint import example_digests
-from harness.pipeline import dataset_loader_config
+from harness.run.pipeline import dataset_loader_config
 from tests.conftest import REPO, SHARED_DATA, compose_cfg
 
 IRCOT = SHARED_DATA / "hotpotqa_ircot" / "hotpotqa_dev_subsampled_485.jsonl"

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.data import DatasetFormatError, detect_layout, load_dataset, load_examples
-from harness.pipeline import dataset_loader_config
+from harness.run.pipeline import dataset_loader_config
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

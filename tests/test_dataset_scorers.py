@@ -10,10 +10,10 @@ import pytest
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
-from harness.config_check import problems
+from harness.core.types import Example
 from harness.metrics.longform import DATASET_SCORERS, check_scorers, dataset_scores
-from harness.pipeline import Pipeline, dataset_loader_config
-from harness.types import Example
+from harness.run.config_check import problems
+from harness.run.pipeline import Pipeline, dataset_loader_config
 from tests.conftest import compose_cfg
 
 CONF = Path(__file__).resolve().parent.parent / "conf"

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from harness.core.types import Candidate, Document, Example, Pool
 from harness.diversify.relevance import (
     fill_in_rank_order,
     knn_order,
@@ -19,7 +20,6 @@ from harness.diversify.ties import (
     ascending_order,
     descending_order,
 )
-from harness.types import Candidate, Document, Example, Pool
 
 
 def unit(rows) -> np.ndarray:

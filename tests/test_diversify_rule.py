@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from harness.core.types import Pool
 from harness.diversify.dpp import DPPDiversifier
 from harness.diversify.knn import KNNDiversifier
 from harness.diversify.mmr import MMRDiversifier
 from harness.diversify.rule import RuleDiversifier
-from harness.types import Pool
 from tests.test_diversify_helpers import pool_from_arrays, unit
 
 

@@ -32,7 +32,7 @@ def harness_imports(package: str) -> set[tuple[str, str]]:
         ("read", ("harness.lm",)),
         ("lm", ("harness.read",)),
         ("text", ("harness.read", "harness.lm")),
-        ("backends", ("harness.read", "harness.lm", "harness.tree", "harness.pack", "harness.pipeline")),
+        ("backends", ("harness.read", "harness.lm", "harness.tree", "harness.pack", "harness.run.pipeline")),
     ],
 )
 def test_package_does_not_import(package, forbidden):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.backends.offline_models import OFFLINE_MODELS, gguf_path
+from harness.core.model_files import sha256_file
 from harness.lm.llama_cpp import LlamaCppChatLM
-from harness.model_files import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / ".cache/models"

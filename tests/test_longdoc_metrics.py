@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from harness.core.types import Example
 from harness.metrics.longform import (
     answer_words,
     bleu,
@@ -29,7 +30,6 @@ from harness.report.load import Layout
 from harness.report.longform import narrativeqa_table
 from harness.report.tables import Options
 from harness.runlog.outputs import write_outputs
-from harness.types import Example
 
 
 def qasper_example(answers, types, qid="q"):

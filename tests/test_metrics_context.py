@@ -4,6 +4,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from harness.core.types import Context, Document, Example, Snippet
 from harness.metrics import (
     all_gold_in_reader,
     answer_in_context,
@@ -13,7 +14,6 @@ from harness.metrics import (
     gold_doc_coverage,
     gold_token_density,
 )
-from harness.types import Context, Document, Example, Snippet
 
 
 def test_answer_in_context_respects_token_boundaries():

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
+from harness.core.types import Candidate, Context, Document, Example, Pool, Snippet
 from harness.metrics.context import answer_in_context
 from harness.metrics.provenance import answer_spans, context_columns, pool_column, pool_records, snippet_records
-from harness.types import Candidate, Context, Document, Example, Pool, Snippet
 
 
 def test_answer_spans_cover_the_words_of_each_normalised_match():

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
+from harness.core.types import Candidate, Example, Pool
 from harness.metrics import all_gold_at_k, recall_at_k, retrieval_metrics
-from harness.types import Candidate, Example, Pool
 
 # d1 retrieved twice (a near-duplicate copy), d2 only inside a summary node at rank 4
 RANKED = [("d1",), ("d1",), ("d3",), ("d2", "d4"), ("d5",)]

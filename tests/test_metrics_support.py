@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from harness.core.types import Context, Document, Example, Snippet
 from harness.data.qasper import load_qasper
 from harness.metrics.answers import answer_precision_recall, exact_match
 from harness.metrics.support import (
@@ -19,7 +20,6 @@ from harness.metrics.support import (
     support_scores,
     supporting_fact_scores,
 )
-from harness.types import Context, Document, Example, Snippet
 
 
 def snippet(text: str, doc_id: str, truncated: bool = False, sources: tuple[str, ...] | None = None) -> Snippet:

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from harness.core.types import Example, Pool, Snippet
 from harness.pack.ace import AcePacker
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
@@ -27,7 +28,6 @@ from harness.pack.lexical import content_terms, lexical_relevance, light_stem
 from harness.pack.mmr import MMRPacker
 from harness.pack.submod import SubmodularPacker
 from harness.text.tokens import WordCounter
-from harness.types import Example, Pool, Snippet
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "packer"
 

@@ -14,6 +14,7 @@ import llmlingua.prompt_compressor as llmlingua_module
 import numpy as np
 import pytest
 
+from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
 from harness.pack.llmlingua import (
     LLMLinguaPacker,
@@ -22,7 +23,6 @@ from harness.pack.llmlingua import (
     load_prompt_compressor,
 )
 from harness.text.tokens import TokenCounter
-from harness.types import Example, Pool, Snippet
 from tests.helpers.tiny_models import tiny_llmlingua2_classifier
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models"

@@ -7,13 +7,13 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+from harness.core.types import Candidate, Context, Document, Example, Pool, Snippet
 from harness.metrics.context import answer_in_context, gold_doc_coverage
 from harness.pack.base import PackingRequest, in_reading_order
 from harness.pack.budget import fits
 from harness.pack.oracle import OraclePacker
 from harness.pack.snippets import render_context
 from harness.text.tokens import WordCounter
-from harness.types import Candidate, Context, Document, Example, Pool, Snippet
 from tests.conftest import compose_cfg
 
 

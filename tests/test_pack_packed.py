@@ -52,7 +52,7 @@ def test_no_packer_keeps_whole_candidates():
 
 def hand_pool(gold=("B",)):
     """Three documents in a fixed rank order: A (5 words), B (8 words), C (2 words), one sentence each."""
-    from harness.types import Candidate, Document, Example, Pool
+    from harness.core.types import Candidate, Document, Example, Pool
 
     texts = {"A": "a1 a2 a3 a4 a5", "B": "b1 b2 b3 b4 b5 b6 b7 b8", "C": "c1 c2"}
     docs = tuple(Document(d, f"T{d}", (t,)) for d, t in texts.items())

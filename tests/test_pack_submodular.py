@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
 from harness.pack.budget import fits
 from harness.pack.submod import (
@@ -17,7 +18,6 @@ from harness.pack.submod import (
     cost_scaled_greedy,
 )
 from harness.text.tokens import WordCounter
-from harness.types import Example, Pool, Snippet
 from tests.helpers.packing import random_request
 from tests.helpers.reference import reference_greedy, reference_inputs, reference_objective
 

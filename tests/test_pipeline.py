@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.pipeline import Pipeline
 from harness.read.answers import extract_answer
+from harness.run.pipeline import Pipeline
 from tests.conftest import REPO, SHARED_DATA, compose_cfg, with_tiny_reader
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
@@ -154,8 +154,8 @@ def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random
     """Every seed draws the whole demo set, so seed 13's pools equal seed 42's: its selection and packing
     are seed 42's, not a recomputation. Pools a seed changed (injected near-duplicates), and a packer that
     declares ``seeded`` (it draws from the seed), are packed again."""
-    from harness import reuse
     from harness.pack.submod import SubmodularPacker
+    from harness.run import reuse
 
     reuse.clear()
     calls: list[int] = []

@@ -73,7 +73,7 @@ def test_published_settings(tmp_path):
     assert (default.batch_size, default.max_new_tokens, default.spec.dtype) == (8, 24, "auto")
     assert default.batch_invariant == (machine_dtype() == "float32")
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
-    # No reader config pins a thread count: null takes this job's share of the CPUs (harness.threads).
+    # No reader config pins a thread count: null takes this job's share of the CPUs (harness.core.threads).
     assert all(getattr(r, "torch_threads", None) is None for r in readers.values())
     assert all(r.llama_cpp.n_threads is None for r in readers.values() if getattr(r, "backend", "") == "llama_cpp")
     assert default.spec.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")

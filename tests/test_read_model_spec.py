@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from harness.backends.loading import ModelSpec
 from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
 from harness.lm.base import CachedChatLM
 from harness.lm.local import LocalChatLM
 from harness.read.reader import Reader

@@ -416,9 +416,9 @@ def test_llama_server_rejects_a_missing_gguf(tmp_path):
 
 def test_a_reused_packing_sends_the_system_message_to_a_new_chat_reader(tmp_path):
     """Jobs of one process that differ only in a generation setting (reader.max_new_tokens) share their
-    packings (harness.reuse): the second job's reader never rendered those prompts, yet must send the same
+    packings (harness.run.reuse): the second job's reader never rendered those prompts, yet must send the same
     chat messages, system message included, and key its cache by them."""
-    from harness.pipeline import Pipeline
+    from harness.run.pipeline import Pipeline
     from tests.conftest import compose_cfg
 
     with ScriptedServer() as server:

@@ -1,9 +1,9 @@
 import numpy as np
 
 from harness.cache import ArrayStore, TextStore
+from harness.core.types import Document, Example
 from harness.retrieve.dense import DenseRetriever
 from harness.retrieve.encoder import Encoder
-from harness.types import Document, Example
 from tests.conftest import compose_cfg
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.model_files import ChecksumMismatchError, PartMissingError
+from harness.core.model_files import ChecksumMismatchError, PartMissingError
 from harness.retrieve import offline_encoders
 from harness.retrieve.encoder import Encoder
 from harness.retrieve.offline_encoders import SplitEncoder, ensure_split_encoder, piece_paths, resolve_model_path

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import signals
+from harness.core import signals
 from tests.helpers.frozen_code import freeze, popen
 
 RUN = ["dataset=demo", "reader.batch_size=1", "read_chunk=2", "logger=none"]

@@ -1,5 +1,5 @@
 """Every stage's report reaches the row: ``tree.*``, ``diversify.*`` and ``pack.*`` columns and
-``trimmed_snippets``, through one contract (``harness.stage``), from real pipeline runs."""
+``trimmed_snippets``, through one contract (``harness.core.stage``), from real pipeline runs."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from harness.core.stage import scalar, stage_columns
+from harness.core.types import Context, Snippet
 from harness.pack.budget import packed_cost
-from harness.pipeline import fit_to_budget, run
+from harness.run.pipeline import fit_to_budget, run
 from harness.runlog.journal import normalise_row
-from harness.stage import scalar, stage_columns
 from harness.text.tokens import TokenCounter
-from harness.types import Context, Snippet
 from tests.conftest import REPO, compose_cfg
 from tests.helpers.tiny_models import tiny_llmlingua2_classifier
 from tests.helpers.tree_fakes import FakeChatLM

@@ -16,8 +16,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from harness import sweep_compose
-from harness.sweep_compose import compose_once
+from harness.run import sweep_compose
+from harness.run.sweep_compose import compose_once
 from tests.conftest import CONF, REPO
 
 JOBS = [
@@ -34,7 +34,7 @@ def test_kept_config_files_compose_what_hydra_composes_afresh():
         import sys
         from hydra import compose, initialize_config_dir
         from omegaconf import OmegaConf
-        from harness.sweep_compose import compose_once
+        from harness.run.sweep_compose import compose_once
         if sys.argv[1] == "kept":
             compose_once()
         with initialize_config_dir(config_dir={str(CONF)!r}, version_base="1.3"):

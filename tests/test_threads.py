@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness import threads
 from harness.backends.llama_cpp import LlamaCppSettings
+from harness.core import threads
 
 
 @pytest.fixture(autouse=True)

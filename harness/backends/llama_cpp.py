@@ -18,10 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness import signals
 from harness.backends.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
-from harness.model_files import sha256_file
-from harness.threads import resolve_threads
+from harness.core import signals
+from harness.core.model_files import sha256_file
+from harness.core.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import torch
 
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 from harness.backends.precision import machine_dtype
-from harness.model_files import files_signature
+from harness.core.model_files import files_signature
 
 log = logging.getLogger(__name__)
 

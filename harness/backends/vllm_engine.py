@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness import signals
-from harness.model_files import files_signature
-from harness.threads import available_cpus, resolve_threads
+from harness.core import signals
+from harness.core.model_files import files_signature
+from harness.core.threads import available_cpus, resolve_threads
 
 log = logging.getLogger(__name__)
 

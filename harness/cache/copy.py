@@ -158,7 +158,7 @@ def _writer(location: str, name: str):
         return lambda batch: backend.put_many(dict(batch)) or 0
     root = Path(location)
     if name == POOLS:
-        from harness.pools import PoolCache
+        from harness.cache.pools import PoolCache
 
         pools = PoolCache(root)
         pools.store = None  # a folder destination holds files, whatever cache.url this process has
@@ -193,7 +193,7 @@ def _where(location: str, name: str, key: str) -> str:
 
 def _checked(location: str, name: str, batch: list[tuple[str, bytes]], copied: Copied) -> list[tuple[str, bytes]]:
     """The entries of ``batch`` a run would use; the others are named in ``copied.left_behind``."""
-    from harness.pools import read_entry
+    from harness.cache.pools import read_entry
 
     good = []
     for key, value in batch:

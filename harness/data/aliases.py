@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from harness.core.types import Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
-from harness.types import Example
 
 log = logging.getLogger(__name__)
 

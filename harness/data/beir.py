@@ -19,12 +19,12 @@ import csv
 import io
 from pathlib import Path
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 from harness.data.io import read_records, read_text
 from harness.data.records import RecordContext, peek_id
 from harness.data.validate import RecordChecks
 from harness.text.sentences import split_sentences
-from harness.types import Document, Example
 
 _QRELS_HEADER = ("query-id", "corpus-id", "score")
 # Why a judged query is skipped, completing "queries ...".

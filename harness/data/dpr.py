@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id
 from harness.text.sentences import split_sentences
-from harness.types import Document, Example
 
 ID_FIELD = "id"
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.records import RecordContext, answers, doc_id_for
 from harness.text.sentences import split_sentences
-from harness.types import Document, Example
 
 ID_FIELD = None  # records carry no id; the position in the file stands in
 _EVIDENCE = re.compile(r"\s*\[(\d+)\]\s*(\S+)(?:\s*\n\s*\n(.*))?\Z", re.DOTALL)

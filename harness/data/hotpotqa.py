@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.types import Example
 from harness.data.records import (
     RecordContext,
     answers,
@@ -24,7 +25,6 @@ from harness.data.records import (
     question_id,
     supporting_facts,
 )
-from harness.types import Example
 
 ID_FIELD = "_id"
 SETTINGS = ("distractor", "fullwiki")

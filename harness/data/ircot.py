@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.records import RecordContext, doc_id_for, question_id
 from harness.text.sentences import split_sentences
-from harness.types import Document, Example
 
 ID_FIELD = "question_id"
 SOURCES = ("hotpotqa", "2wikimultihopqa", "musique")

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Example
 from harness.data import beir, dpr, expertqa, hotpotqa, ircot, musique, ragbench, squad, twowiki
 from harness.data.aliases import add_answer_aliases
 from harness.data.demo import demo_file
@@ -26,7 +27,6 @@ from harness.data.io import read_records
 from harness.data.records import RecordContext, peek_id
 from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
-from harness.types import Example
 
 LAYOUTS = ("auto", "hotpotqa", "musique", "2wiki", "ircot", "demo", "squad", "expertqa", "ragbench", "beir", "dpr")
 _ID_FIELDS = {

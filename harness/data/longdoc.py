@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from harness.core.types import Document, Example
 from harness.data.sampling import check_sample_size, subsample
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS, Chunk, chunk_paragraphs
 from harness.text.tokens import resolve_token_counter
-from harness.types import Document, Example
 
 
 @dataclass

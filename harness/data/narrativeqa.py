@@ -20,13 +20,13 @@ import re
 import sys
 from pathlib import Path
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 from harness.data.io import read_text
 from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
 from harness.text.html import html_paragraphs
-from harness.types import Document, Example
 
 SPLITS = ("train", "valid", "test")
 CONTEXTS = ("summaries", "stories")

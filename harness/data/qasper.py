@@ -21,13 +21,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, json_record_at, read_text, text_position
 from harness.data.load import split_from_filename
 from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext, _kind_name
 from harness.data.validate import RecordChecks
-from harness.types import Example
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
 from harness.data.load import split_from_filename
@@ -31,7 +32,6 @@ from harness.data.longdoc import Chunker, long_document_loader
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
 from harness.text.html import html_paragraphs
-from harness.types import Document, Example
 
 LETTERS = "ABCDEFGHIJ"
 

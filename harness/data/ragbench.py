@@ -19,10 +19,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
 from harness.data.records import RecordContext, answers, doc_id_for, question_id
-from harness.types import Document, Example
 
 ID_FIELD = "id"
 _KEY = re.compile(r"(\d+)[a-z]+")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Document
 from harness.data.errors import DatasetFormatError
-from harness.types import Document
 
 _MISSING = object()
 

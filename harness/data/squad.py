@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import decode_list, read_text, text_position
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
 from harness.data.validate import RecordChecks
 from harness.text.sentences import split_sentences
-from harness.types import Document, Example
 
 ID_FIELD = "id"
 DEFAULT_PASSAGE_WORDS = 100

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.types import Example
 from harness.data.aliases import ANSWER_ID
 from harness.data.hotpotqa import supporting_facts_example
 from harness.data.records import RecordContext
-from harness.types import Example
 
 ID_FIELD = "_id"
 

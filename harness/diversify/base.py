@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from harness.stage import StageInfo
-from harness.types import Pool
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 
 
 class Diversifier(ABC):

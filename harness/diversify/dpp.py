@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import (
     check_selection_inputs,
@@ -28,7 +29,6 @@ from harness.diversify.relevance import (
     query_similarity,
 )
 from harness.diversify.ties import argmax_stable
-from harness.types import Pool
 
 DEFAULT_RELEVANCE_FLOOR = 1e-3
 DEFAULT_MIN_GAIN = 1e-10

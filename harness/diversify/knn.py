@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
-from harness.types import Pool
 
 
 class KNNDiversifier(Diversifier):

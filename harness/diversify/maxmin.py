@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import check_selection_inputs, query_similarity
 from harness.diversify.ties import argmax_stable
-from harness.types import Pool
 
 
 def maxmin_select(embeddings: np.ndarray, relevance: np.ndarray, k: int) -> np.ndarray:

@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import check_selection_inputs, query_similarity
 from harness.diversify.ties import argmax_stable
-from harness.types import Pool
 
 #: relevance weight of every MMR in the harness unless a config says otherwise
 DEFAULT_LAMBDA = 0.7

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import (
     check_selection_inputs,
@@ -17,7 +18,6 @@ from harness.diversify.relevance import (
     query_similarity,
 )
 from harness.diversify.ties import descending_order
-from harness.types import Pool
 
 DEFAULT_THRESHOLD = 0.95
 

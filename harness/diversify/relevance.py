@@ -10,8 +10,8 @@ import numbers
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.ties import descending_order
-from harness.types import Pool
 
 
 def query_similarity(pool: Pool) -> np.ndarray:

@@ -31,6 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import (
     check_selection_inputs,
@@ -38,7 +39,6 @@ from harness.diversify.relevance import (
     sigmoid,
 )
 from harness.diversify.ties import ascending_order, descending_order
-from harness.types import Pool
 
 RELEVANCE_SOURCES = ("cosine", "cross_encoder")
 

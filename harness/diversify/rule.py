@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.mmr import MMRDiversifier
 from harness.diversify.relevance import knn_order, query_similarity
 from harness.metrics.diversity import vendi_score
-from harness.stage import StageInfo
-from harness.types import Pool
 
 # Vendi equals n exactly for n orthogonal documents, where rounding lands a hair either side of n;
 # the tolerance keeps that boundary case from firing the rule by accident.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.mmr import check_lambda
 from harness.diversify.relevance import check_selection_inputs, query_similarity
 from harness.diversify.ties import argmax_stable
 from harness.metrics.diversity import unit_rows, vendi_from_gram
-from harness.types import Pool
 
 
 def vendi_greedy_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: float = 0.0) -> np.ndarray:

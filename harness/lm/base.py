@@ -15,8 +15,8 @@ from typing import Any
 
 from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
-from harness.protocols import ChatLM
+from harness.cache.fingerprint import code_fingerprint
+from harness.core.protocols import ChatLM
 
 __all__ = ["CACHE_FILE", "CachedChatLM", "ChatLM", "build_chat_lm"]
 

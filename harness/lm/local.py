@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from harness.core.threads import resolve_threads
 from harness.lm.base import CachedChatLM
-from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class LocalChatLM(CachedChatLM):
     def _generate(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
 
-        # torch_threads null: this job's share of the CPUs (harness.threads). The setting is process-wide,
+        # torch_threads null: this job's share of the CPUs (harness.core.threads). The setting is process-wide,
         # so it is restored afterwards.
         previous = torch.get_num_threads()
         torch.set_num_threads(resolve_threads(self.torch_threads, f"{self.name} (torch)"))

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from harness.core.types import Context, Example
 from harness.metrics.answers import answer_tokens, as_answer_list
 from harness.metrics.registry import (
     ALL_GOLD_IN_READER,
@@ -20,7 +21,6 @@ from harness.metrics.registry import (
     GOLD_DOC_COVERAGE,
     GOLD_TOKEN_DENSITY,
 )
-from harness.types import Context, Example
 
 
 def _token_run_present(context_tokens: list[str], needle: list[str]) -> bool:

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from harness.core.types import Pool
 from harness.metrics.ranking import (
     alpha_ndcg_at_k,
     err_ia_at_k,
@@ -30,7 +31,6 @@ from harness.metrics.registry import (
     VENDI,
 )
 from harness.metrics.retrieval import recall_at_k
-from harness.types import Pool
 
 NEAR_DUPLICATE_THRESHOLD = 0.95
 

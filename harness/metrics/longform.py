@@ -26,10 +26,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from harness.core.types import Example
 from harness.metrics import wordnet_corpus
 from harness.metrics.answers import normalize_answer
 from harness.metrics.registry import BLEU1_SENTENCE, BLEU4_SENTENCE, METEOR, QASPER_F1, QUALITY_CORRECT, ROUGE_L
-from harness.types import Example
 
 QASPER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 

@@ -1,6 +1,6 @@
 """Where each piece of the reader's context came from, kept in the row beside the rendered context.
 
-Three row columns, each a JSON list (rows hold scalars: ``harness.stage.scalar``):
+Three row columns, each a JSON list (rows hold scalars: ``harness.core.stage.scalar``):
 
 - ``snippets``: the packed context in reading order, one record per snippet: ``doc`` (its source document;
   ``docs`` lists every source of a summary), ``title``, ``cand`` (the candidate it was cut from), ``sents``
@@ -25,10 +25,10 @@ import string
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness.core.types import Context, Example, Pool
 from harness.metrics.answers import answer_tokens, as_answer_list, normalize_answer
 from harness.metrics.context import answer_in_context
 from harness.metrics.support import snippet_sentences
-from harness.types import Context, Example, Pool
 
 SNIPPETS = "snippets"
 ANSWER_SPANS = "answer_spans"

@@ -10,7 +10,7 @@ import math
 import numbers
 from collections.abc import Iterable, Sequence
 
-from harness.types import Pool
+from harness.core.types import Pool
 
 
 def _check_k(k: int) -> int:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from harness.core.types import Context, Document, Example, Snippet
 from harness.metrics.context import contributing_source_ids
 from harness.metrics.registry import (
     EVIDENCE_F1,
@@ -42,7 +43,6 @@ from harness.metrics.registry import (
     SUPPORT_EM,
     SUPPORT_F1,
 )
-from harness.types import Context, Document, Example, Snippet
 
 # Example.metadata keys the loaders fill in.
 SUPPORTING_FACTS = "supporting_facts"  # ((title, sentence index), ...) as the record gives them

@@ -38,7 +38,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model_files import ChecksumMismatchError, files_signature, sha256_file
+from harness.core.model_files import ChecksumMismatchError, files_signature, sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.core.types import Context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.claim_graph import build_claim_graph, claim_relevance, claim_request
-from harness.types import Context
 
 
 class AcePacker(Packer):

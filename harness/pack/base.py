@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.protocols import TokenMeasure
-from harness.types import Context, Pool, Snippet
+from harness.core.protocols import TokenMeasure
+from harness.core.types import Context, Pool, Snippet
 
 
 @dataclass

@@ -39,9 +39,9 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from harness.core.types import Snippet
 from harness.pack.base import PackingRequest
 from harness.pack.lexical import content_terms
-from harness.types import Snippet
 
 _CAPITALISED = r"[A-Z][\w'’\-]*"
 _CONNECTOR = r"(?:of|the|de|da|del|di|du|la|le|von|van|der|den|y|and|&)"

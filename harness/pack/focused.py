@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, packed_cost
 from harness.pack.features import check_max_snippets, snippet_features
-from harness.types import Context
 
 
 def focused_greedy(

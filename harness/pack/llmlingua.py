@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
+from harness.core.protocols import TokenMeasure
+from harness.core.stage import ratio
+from harness.core.types import Context, Snippet
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.lexical import content_terms
-from harness.protocols import TokenMeasure
-from harness.stage import ratio
 from harness.text.tokens import TokenCounter
-from harness.types import Context, Snippet
 
 CACHE_FILE = "compressions.sqlite"
 

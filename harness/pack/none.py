@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from harness.core.types import Context, Snippet
 from harness.pack.base import Packer, PackingRequest
 from harness.retrieve.dense import candidate_text
-from harness.types import Context, Snippet
 
 
 class NoPacker(Packer):

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from itertools import combinations
 
+from harness.core.types import Context, Snippet
 from harness.metrics.context import answer_in_context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, fits, packed_cost
-from harness.types import Context, Snippet
 
 
 def _score(signatures: list[tuple[bool, frozenset[str]]]) -> tuple[int, int]:

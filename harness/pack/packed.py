@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.core.types import Context
 from harness.pack.base import Packer, PackingRequest
 from harness.pack.budget import addable, packed_cost, room
-from harness.types import Context
 
 MISFIT_POLICIES = ("truncate_last", "stop_at_first_misfit", "skip_misfits")
 

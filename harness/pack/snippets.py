@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.protocols import TokenMeasure
-from harness.types import Pool, Snippet
+from harness.core.protocols import TokenMeasure
+from harness.core.types import Pool, Snippet
 
 SEPARATOR = "\n"  # snippets are rendered one per line; a separator costs one token in every budget check
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.core.types import Context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, fits, packed_cost
 from harness.pack.features import check_max_snippets, snippet_features
 from harness.pack.lexical import bm25_relevance
-from harness.types import Context
 
 TERMS = ("rel", "qry", "cov", "div")
 RELEVANCE_KINDS = ("lexical", "bm25", "dense")

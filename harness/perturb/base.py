@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.types import Candidate, Pool
+from harness.core.types import Candidate, Pool
 
 
 class Perturbation(ABC):

@@ -7,9 +7,9 @@ count stays at the clean number of documents, so higher overlap packs more near-
 
 from __future__ import annotations
 
+from harness.core.types import Candidate, Pool
 from harness.perturb.base import Perturbation, rerank
 from harness.retrieve.dense import candidate_text, embeds_title
-from harness.types import Candidate, Pool
 
 
 def word_windows(text: str, window_words: int, overlap: float) -> list[str]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from harness.cache import stable_hash
+from harness.core.types import Candidate, Pool
 from harness.perturb.base import Perturbation, rerank
 from harness.retrieve.dense import candidate_text, embeds_title
-from harness.types import Candidate, Pool
 
 
 def shuffled_copy(candidate: Candidate, rng: np.random.Generator, copy_index: int) -> Candidate:

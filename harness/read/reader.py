@@ -25,7 +25,8 @@ from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretraine
 from harness.backends.response_cache import ResponseCache
 from harness.backends.vllm_engine import VllmGenerator, VllmSettings, model_files_digest, vllm_python, vllm_version
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
+from harness.core.threads import resolve_threads
 from harness.read.answers import extract_answer
 from harness.read.prompt import (
     PromptTemplate,
@@ -35,7 +36,6 @@ from harness.read.prompt import (
     count_prompt_tokens_many,
 )
 from harness.text.tokens import TokenCounter
-from harness.threads import resolve_threads
 
 log = logging.getLogger(__name__)
 

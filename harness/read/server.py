@@ -24,13 +24,13 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from harness import signals
 from harness.backends.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.backends.loading import ModelSpec
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
 from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
+from harness.core import signals
 from harness.read.prompt import (
     PromptTemplate,
     add_special_tokens_for,

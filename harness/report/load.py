@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.stage import STAGES
+from harness.core.stage import STAGES
 from harness.stats.protocol import format_parameter
 
 log = logging.getLogger(__name__)

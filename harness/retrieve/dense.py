@@ -16,8 +16,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from harness.cache import stable_hash
+from harness.core.types import Candidate, Document, Example, Pool
 from harness.retrieve.encoder import Encoder
-from harness.types import Candidate, Document, Example, Pool
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.cache import ArrayStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
 from harness.retrieve.offline_encoders import DEFAULT_MODELS_DIR, resolve_model_path
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model_files import PartMissingError, concatenate_verified, part_package_main
+from harness.core.model_files import PartMissingError, concatenate_verified, part_package_main
 
 log = logging.getLogger(__name__)
 

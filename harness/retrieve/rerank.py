@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.cache import TextStore, stable_hash
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
+from harness.core.types import Pool
 from harness.retrieve.dense import candidate_text
-from harness.types import Pool
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import math
 import os
 from pathlib import Path
 
-from harness import signals
+from harness.core import signals
+from harness.core.stage import scalar
 from harness.runlog.outputs import atomic_write_bytes
-from harness.stage import scalar
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class RowJournal:
 def normalise_row(row: dict) -> dict:
     """The JSON round trip of a row, so fresh and journaled rows compare equal (NaN stays NaN).
 
-    Every value leaves as a scalar (lists and dicts as JSON strings, ``harness.stage.scalar``), so a
+    Every value leaves as a scalar (lists and dicts as JSON strings, ``harness.core.stage.scalar``), so a
     journaled row and a Parquet cell hold the same thing; a value of any other type names its column.
     """
     flat = {k: scalar(v, f"row column {k!r}") for k, v in row.items()}

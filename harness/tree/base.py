@@ -5,9 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from harness.protocols import ChatLM, TextEncoder, TokenMeasure
-from harness.stage import StageInfo
-from harness.types import Pool
+from harness.core.protocols import ChatLM, TextEncoder, TokenMeasure
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 
 
 @dataclass
@@ -34,4 +34,4 @@ class Tree(ABC):
     @abstractmethod
     def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
         """The pool the diversifier and packer will see (tree nodes ranked with the rest) and this
-        question's build facts, which become the row's ``tree.<key>`` columns (``harness.stage``)."""
+        question's build facts, which become the row's ``tree.<key>`` columns (``harness.core.stage``)."""

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from harness.cache import stable_hash
-from harness.stage import StageInfo
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 from harness.tree.base import TreeServices
 from harness.tree.clustering import SeededFit, seeded_clusters
 from harness.tree.questions import (
@@ -54,7 +55,6 @@ from harness.tree.questions import (
 )
 from harness.tree.recursive import RecursiveSummaryTree
 from harness.tree.summary_tree import SummaryTree, lm_work, lm_work_since
-from harness.types import Pool
 
 __all__ = ["CLASSIFIERS", "DynamicTree"]
 

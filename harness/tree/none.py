@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.stage import StageInfo
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 from harness.tree.base import Tree, TreeServices
-from harness.types import Pool
 
 
 class NoTree(Tree):

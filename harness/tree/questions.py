@@ -12,8 +12,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.protocols import ChatLM
-from harness.types import Example
+from harness.core.protocols import ChatLM
+from harness.core.types import Example
 
 QUESTION_CLASSES = ("extractive", "abstractive", "yes_no", "unanswerable")
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 
 from harness.cache import stable_hash
-from harness.stage import StageInfo
+from harness.core.stage import StageInfo
+from harness.core.types import Pool
 from harness.tree.base import TreeServices
 from harness.tree.recursive import RecursiveSummaryTree
 from harness.tree.summary_tree import SummaryTree
-from harness.types import Pool
 
 
 class RaptorTree(RecursiveSummaryTree):

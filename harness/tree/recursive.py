@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from harness.cache import TextStore
-from harness.fingerprint import code_fingerprint
+from harness.cache.fingerprint import code_fingerprint
+from harness.core.protocols import ChatLM, TokenMeasure
+from harness.core.types import Candidate, Pool
 from harness.lm.base import build_chat_lm
-from harness.protocols import ChatLM, TokenMeasure
 from harness.retrieve.dense import document_text, embeds_title
 from harness.text.sentences import split_sentences
 from harness.text.tokens import WordCounter
@@ -44,7 +45,6 @@ from harness.tree.summary_tree import (
     TreeBuilder,
     TreeNode,
 )
-from harness.types import Candidate, Pool
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from harness.protocols import ChatLM, TextEncoder, TokenMeasure
+from harness.core.protocols import ChatLM, TextEncoder, TokenMeasure
 from harness.tree.clustering import (
     ClusteringConfig,
     cap_cluster_tokens,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
 from harness.text.tokens import WordCounter
-from harness.types import Example, Pool, Snippet
 
 VOCABULARY = [f"term{k}" for k in range(400)] + ["the", "of", "and", "in", "was", "by", "a", "to"]
 

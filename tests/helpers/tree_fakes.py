@@ -10,7 +10,7 @@ import re
 import numpy as np
 from sklearn.feature_extraction.text import HashingVectorizer
 
-from harness.types import Candidate, Document, Example, Pool
+from harness.core.types import Candidate, Document, Example, Pool
 
 TOPICS = {
     "cats": "cat kitten whiskers purr meow fur paws litter feline tabby claws nap",

@@ -1,4 +1,5 @@
-"""The pool stage (retrieve -> rerank -> retrieval metrics -> perturb) and its data-only disk cache.
+"""The pool store: the data-only disk cache of the pool stage (``harness.run.pools``: retrieve -> rerank ->
+retrieval metrics -> perturb).
 
 A cached entry is ``pools/<key>.npz`` under the cache folder (or that npz in the cache database), read with
 ``allow_pickle=False``: three float32/int64 arrays (candidate embeddings of all pools stacked, per-pool
@@ -21,8 +22,7 @@ import json
 import logging
 import os
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,9 @@ from omegaconf import DictConfig
 
 from harness.cache import CacheAccessError, CheckedStore, quarantine, stable_hash
 from harness.cache.files import NotRegularFile, current_umask, read_regular
+from harness.cache.fingerprint import code_fingerprint, example_digests, identity_config
 from harness.cache.stores import configured_url
-from harness.fingerprint import code_fingerprint, example_digests, identity_config
-from harness.metrics.retrieval import retrieval_metrics
-from harness.types import Candidate, Document, Example, Pool
+from harness.core.types import Candidate, Document, Example, Pool
 
 log = logging.getLogger(__name__)
 
@@ -54,30 +53,6 @@ def pool_key(cfg: DictConfig, examples: Sequence[Example]) -> str:
     key = stable_hash("pools", identity_config(cfg, POOL_CONFIG_KEYS), digests, code_fingerprint("pools"))
     _key_questions[key] = digests
     return key
-
-
-def compute_pools(
-    examples: Sequence[Example],
-    retriever,
-    reranker,
-    perturbation,
-    encoder,
-    k: int,
-    seed: int,
-    timed: Callable[[str, float], None] = lambda stage, start: None,
-) -> tuple[list[Pool], list[dict]]:
-    """Retrieved (reranked, perturbed) pools and the clean pools' retrieval metrics at ``k``."""
-    start = time.perf_counter()
-    pools = retriever.retrieve(list(examples))
-    if reranker is not None:
-        pools = reranker.rerank(pools)
-    timed("retrieve", start)
-    retrieval = [retrieval_metrics(pool, k) for pool in pools]
-    if perturbation is not None:
-        start = time.perf_counter()
-        pools = perturbation.apply(pools, encoder, seed)
-        timed("perturb", start)
-    return pools, retrieval
 
 
 # ---- JSON with tuples kept as tuples ----------------------------------------------------------------

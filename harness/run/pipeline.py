@@ -23,9 +23,12 @@ from tqdm.auto import tqdm
 
 from harness import cache
 from harness.cache import stable_hash
+from harness.cache.fingerprint import code_fingerprint, identity_config, input_files_digest
+from harness.cache.pools import POOL_CONFIG_KEYS, PoolCache, pool_key
 from harness.cache.postgres import redacted
+from harness.core.stage import stage_columns
+from harness.core.types import Context, Pool, Snippet
 from harness.data.aliases import LOWER_BOUND
-from harness.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.metrics import context_diagnostics, exact_match, f1_score, wordnet_corpus
 from harness.metrics.answers import DEFAULT_ANSWER_SCORER, answer_precision_recall, check_answer_scorer
 from harness.metrics.diversity import selection_metrics
@@ -35,13 +38,11 @@ from harness.metrics.registry import CONTEXT_TOKENS, EM, F1, PROMPT_TOKENS
 from harness.metrics.support import evidence_diagnostics, joint_scores
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import make_snippets, render_context
-from harness.pools import POOL_CONFIG_KEYS, PoolCache, compute_pools, pool_key
 from harness.read.prompt import GENERATION_ONLY_KEYS
-from harness.reuse import content_digest, shared_instance, shared_result
-from harness.stage import stage_columns
+from harness.run.pools import compute_pools
+from harness.run.reuse import content_digest, shared_instance, shared_result
 from harness.tree.base import TreeServices
 from harness.tree.none import NoTree
-from harness.types import Context, Pool, Snippet
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class Pipeline:
         self.answer_scorer = check_answer_scorer(str(cfg.dataset.get("answer_scorer") or DEFAULT_ANSWER_SCORER))
         wordnet_corpus.use_models_dir(cfg.paths.models_dir)  # METEOR's WordNet, installed by make setup
         # Stages built from the same resolved config as the previous job's are that job's objects
-        # (harness.reuse): a sweep loads its tokenizer, encoder and reader once per process.
+        # (harness.run.reuse): a sweep loads its tokenizer, encoder and reader once per process.
         resolved = self.resolved = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(resolved, dict)
 
@@ -161,7 +162,7 @@ class Pipeline:
         # Counters of shared objects run across jobs: this run reports what it added to them.
         self._counter_start = self.counters()
         self.timings: dict[str, float] = {}
-        # 1 where this run's selections / packings were another run's in this process (harness.reuse).
+        # 1 where this run's selections / packings were another run's in this process (harness.run.reuse).
         self.reused = {"selections": 0, "packings": 0}
         self.raw_answers: dict[str, str] = {}
 
@@ -208,7 +209,7 @@ class Pipeline:
         """Retrieved (reranked, perturbed) pools and their clean retrieval metrics.
 
         Cached on disk (data only, no pickle) under a key of the examples' content, the retriever,
-        reranker, perturbation, k and seed config and the pool stage's code fingerprint (``harness.pools``), so a
+        reranker, perturbation, k and seed config and the pool stage's code fingerprint (``harness.cache.pools``), so a
         budget, packer, diversifier or reader sweep retrieves each pool once.
         """
         cfg = self.cfg
@@ -329,7 +330,7 @@ class Pipeline:
             seconds["snippets"] = time.perf_counter() - start
             return selections, all_snippets, flat_vectors, seconds
 
-        # A packer x budget grid over the same pools selects and cuts snippets once (harness.reuse).
+        # A packer x budget grid over the same pools selects and cuts snippets once (harness.run.reuse).
         start = time.perf_counter()
         selection_key = None if force else self.selection_key()
         selections, all_snippets, flat_vectors, seconds = (
@@ -437,7 +438,7 @@ class Pipeline:
 
     def read(self, prepared: list[Prepared]) -> list[str]:
         start = time.perf_counter()
-        # Rendered again by this run's reader: a packing reused from an earlier job (harness.reuse) was rendered
+        # Rendered again by this run's reader: a packing reused from an earlier job (harness.run.reuse) was rendered
         # by that job's reader, and a chat-endpoint server reader sends the messages it rendered itself, system
         # message included. The prompt settings are in the packing key, so the text is the same.
         prompts = [self.reader.render_prompt(p.pool.example.question, p.context_text) for p in prepared]
@@ -524,7 +525,7 @@ class Pipeline:
 def run_key(cfg: DictConfig) -> str:
     """Identity of a run's results: the resolved config without runtime-only keys (logger, paths, cache,
     read chunking, progress), the bytes of the dataset files it names and the fingerprint of all stage
-    code (``harness.fingerprint``)."""
+    code (``harness.cache.fingerprint``)."""
     return stable_hash("run", identity_config(cfg), input_files_digest(cfg.get("dataset")), code_fingerprint("run"))
 
 
@@ -546,7 +547,7 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
     reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
     """
-    from harness.config_check import validate
+    from harness.run.config_check import validate
     from harness.runlog.journal import RowJournal, normalise_row
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 

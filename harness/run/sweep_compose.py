@@ -38,7 +38,7 @@ from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from hydra.plugins.config_source import ConfigResult, ConfigSource
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.model_files import files_signature
+from harness.core.model_files import files_signature
 
 _MARK = "_harness_compose_once"
 # Config sources that cannot change while the process runs: installed packages. Files may be edited, so

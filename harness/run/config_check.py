@@ -25,8 +25,8 @@ from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS
 
-CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
-PACKAGE_DIR = Path(__file__).resolve().parent
+CONFIG_FILE = Path(__file__).resolve().parents[2] / "conf" / "config.yaml"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 # Top-level keys that are not in config.yaml's body but are legitimately present in a composed config.
 _EXTRA_TOP_LEVEL = {"hydra"}

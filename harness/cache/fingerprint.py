@@ -34,16 +34,22 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cache import stable_hash
-from harness.model_files import files_signature
-from harness.types import Document, Example
+from harness.core.model_files import files_signature
+from harness.core.types import Document, Example
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 # The packages whose code produces each cache's entries (their harness imports are added transitively).
 # Retrieval metrics travel inside the pool cache, hence metrics.retrieval; answers depend on the
 # generation code only: the prompt they answer is part of the response key already.
 STAGE_CODE: dict[str, tuple[str, ...]] = {
-    "pools": ("harness.pools", "harness.data", "harness.retrieve", "harness.perturb", "harness.metrics.retrieval"),
+    "pools": (
+        "harness.run.pools",
+        "harness.data",
+        "harness.retrieve",
+        "harness.perturb",
+        "harness.metrics.retrieval",
+    ),
     "tree": ("harness.tree", "harness.lm"),
     "lm": ("harness.lm",),
     "read": ("harness.read",),

@@ -1,0 +1,1 @@
+"""The records, interfaces and process-wide services every stage builds on; imports no other harness package."""
