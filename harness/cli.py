@@ -158,7 +158,7 @@ def hydra_main(cfg: DictConfig) -> None:
     threads.set_parallel_jobs(hydra_cfg.launcher.get("n_jobs") if multirun else None)
     try:
         validate(cfg)  # before the pipeline's imports (pandas, scipy, torch: seconds) and any model load
-        from harness.run.pipeline import run
+        from harness.run.job import run
 
         run(cfg, output_dir, choices=choices)
     except ConfigError as error:

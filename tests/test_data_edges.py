@@ -68,7 +68,7 @@ def test_k_above_every_pool_is_named():
 
 
 def test_k_above_every_pool_is_logged_by_a_run(tmp_path, caplog):
-    from harness.run.pipeline import run
+    from harness.run.job import run
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["dataset=demo", "k=1000", "read=false", "logger=none", f"paths.cache_dir={tmp_path / 'cache'}"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hydra.utils import get_method
@@ -13,7 +12,8 @@ from omegaconf import OmegaConf
 from harness.core.types import Example
 from harness.metrics.longform import DATASET_SCORERS, check_scorers, dataset_scores
 from harness.run.config_check import problems
-from harness.run.pipeline import Pipeline, dataset_loader_config
+from harness.run.pipeline import dataset_loader_config
+from harness.run.rows import RowBuilder
 from tests.conftest import compose_cfg
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -36,13 +36,8 @@ def qasper_example(dataset):
 
 
 def answer_columns(cfg, example, answer):
-    """Pipeline.answer_columns on one question, without loading the run's models."""
-    pipeline = Pipeline.__new__(Pipeline)
-    pipeline.cfg, pipeline.raw_answers = cfg, {}
-    pipeline.scorers = check_scorers(cfg.dataset.get("scorers"))
-    pipeline.answer_scorer = cfg.dataset.get("answer_scorer", "squad")
-    item = SimpleNamespace(pool=SimpleNamespace(example=example), prompt="prompt", figures={})
-    return pipeline.answer_columns(item, answer)
+    """The answer columns of one question's row, without loading the run's models."""
+    return RowBuilder(cfg).answer_columns(example, answer, None, {})
 
 
 def test_a_qasper_run_scores_qasper_f1_because_its_config_says_so():

@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from harness.run.pipeline import finished_summary
+from harness.run.job import finished_summary
 from harness.runlog.journal import RowJournal
 from harness.runlog.outputs import RunDirectoryError, clean_temporaries, ensure_writable, read_summary
 from tests.helpers.frozen_code import freeze, run

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from harness.core.stage import scalar, stage_columns
 from harness.core.types import Context, Snippet
 from harness.pack.budget import packed_cost
-from harness.run.pipeline import fit_to_budget, run
+from harness.run.job import run
+from harness.run.packing import fit_to_budget
 from harness.runlog.journal import normalise_row
 from harness.text.tokens import TokenCounter
 from tests.conftest import REPO, compose_cfg

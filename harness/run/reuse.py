@@ -49,15 +49,20 @@ def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
 def shared_result(kind: str, key: str, compute: Callable[[], T]) -> T:
     """``compute()``'s value under ``key`` (a content key: everything the value depends on), computed once
     per process while it stays among the last ``RESULTS_PER_KIND`` of its kind used."""
+    return looked_up(kind, key, compute)[0]
+
+
+def looked_up(kind: str, key: str, compute: Callable[[], T]) -> tuple[T, bool]:
+    """``shared_result`` and whether the value was another job's (True) or computed now (False)."""
     held = _results.setdefault(kind, OrderedDict())
     if key in held:
         held.move_to_end(key)
-        return held[key]
+        return held[key], True
     value = compute()
     held[key] = value
     while len(held) > RESULTS_PER_KIND:
         held.popitem(last=False)
-    return value
+    return value, False
 
 
 def content_digest(*values: Any) -> str | None:

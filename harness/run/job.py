@@ -1,0 +1,97 @@
+"""One job: a configuration run end to end into its output folder, resumable and never recomputed once done."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from harness import cache
+from harness.run.flags import RunFlags
+from harness.run.keys import run_key
+from harness.run.packing import PROGRESS_DELAY
+from harness.run.pipeline import Pipeline
+from harness.run.rows import RowBuilder, config_columns
+
+log = logging.getLogger("harness.run.pipeline")
+
+
+def finished_summary(output_dir: Path, key: str) -> dict | None:
+    path = output_dir / "summary.json"
+    if not path.exists():
+        return None
+    from harness.runlog.outputs import read_summary
+
+    summary = read_summary(path)
+    if summary is None:
+        return None
+    return summary if summary.get("run_key") == key and (output_dir / "rows.parquet").exists() else None
+
+
+def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None = None) -> pd.DataFrame:
+    """Run one configuration end to end and write rows, summary and config into ``output_dir``.
+
+    Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
+    reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
+    """
+    from harness.run.config_check import validate
+    from harness.runlog.journal import RowJournal, normalise_row
+    from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
+
+    validate(cfg)  # before any model loads
+    flags = RunFlags.of(cfg)
+    cache_cfg = cfg.get("cache", {})
+    cache.configure(cache_cfg.get("url"), cfg.paths.cache_dir, str(cache_cfg.get("network_fs", "fallback")))
+    output_dir = Path(output_dir)
+    ensure_writable(output_dir)
+    clean_temporaries(output_dir)
+    choices = choices or {}
+    key = run_key(cfg)
+    finished = None if flags.force else finished_summary(output_dir, key)
+    if finished is not None:
+        log.info("run in %s already finished with this config; skipping (cache.force=true recomputes)", output_dir)
+        print_summary_payload(finished)
+        return pd.read_parquet(output_dir / "rows.parquet")
+
+    rows_of = RowBuilder(cfg)  # checks the dataset's scoring rules before any model loads
+    pipeline = Pipeline(cfg)
+    rows_of.components = pipeline.components()
+    examples = pipeline.load()
+    pipeline.clock.line("load", f"{len(examples)} questions from {cfg.dataset.get('name')}")
+    prepared = pipeline.prepare(examples)
+
+    journal = RowJournal(output_dir, key)
+    if flags.force:
+        journal.path.unlink(missing_ok=True)
+    done = journal.load()
+    if done:
+        log.info("resuming: %d of %d questions already have rows", len(done), len(prepared))
+    todo = [p for p in prepared if p.pool.example.question_id not in done]
+    config = config_columns(pipeline.resolved)
+    chunk = flags.read_chunk
+    for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):
+        items = todo[start : start + chunk]
+        responses = pipeline.read(items) if flags.read else [{"answer": None, "raw": None}] * len(items)
+        fresh = [
+            normalise_row(rows_of.row(item, r["answer"], r["raw"], choices, config))
+            for item, r in zip(items, responses, strict=False)
+        ]
+        journal.append(fresh)
+        done.update((r["question_id"], r) for r in fresh)
+    if flags.read:
+        generated = pipeline.counters()["reader_prompts_generated"]
+        fresh_note = "" if generated is None else f", {generated} generated (the rest cached)"
+        pipeline.clock.line("read", f"{len(todo)} prompts by {pipeline.reader.name}{fresh_note}")
+    rows = pd.DataFrame.from_records([done[p.pool.example.question_id] for p in prepared])
+    write_outputs(
+        cfg,
+        rows,
+        output_dir,
+        pipeline.timings,
+        key,
+        counters={**pipeline.counters(), **{f"{kind}_reused": n for kind, n in pipeline.reused.items()}},
+    )
+    return rows
