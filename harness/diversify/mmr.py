@@ -11,7 +11,7 @@ lambda = 0 the first snippet in rank order rather than the most relevant).
 
 One default lambda, ``DEFAULT_LAMBDA`` = 0.7 (the papers' setting), serves ``diversifier=mmr``, the rule's
 inner MMR and ``packer=mmr`` alike, so MMR rows from the three stages are comparable; the report states the
-lambda each table's rows used.
+lambda each table's rows used (the constant lives in ``harness.metrics.mmr``, where the report reads it).
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from harness.core.types import Pool
 from harness.diversify.base import Diversifier
 from harness.diversify.relevance import check_selection_inputs, query_similarity
 from harness.diversify.ties import argmax_stable
-
-#: relevance weight of every MMR in the harness unless a config says otherwise
-DEFAULT_LAMBDA = 0.7
+from harness.metrics.mmr import DEFAULT_LAMBDA
 
 
 def check_lambda(lambda_: float, owner: str, key: str = "lambda_") -> float:

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from harness.metrics.registry import ANSWER_IN_CONTEXT
+from harness.report.common import DEFAULT_BASELINES, Options, has_values, iter_groups
 from harness.report.formatting import ReportTable, fmt, fmt_ci, fmt_p, heading
 from harness.report.load import (
     COMPONENT_COLUMNS,
@@ -17,7 +18,6 @@ from harness.report.load import (
     policy_components,
     short_name,
 )
-from harness.report.tables import DEFAULT_BASELINES, Options, has_values, iter_groups
 from harness.stats.analyses import gain_decomposition, holm_adjust, paired_contrast
 
 log = logging.getLogger(__name__)

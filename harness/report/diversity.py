@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.registry import POOL_REDUNDANCY, RULE_TRIGGERED, S_RECALL
+from harness.report.common import Options, StudyResult, has_values, iter_groups
 from harness.report.formatting import ReportTable, fmt, fmt_ci, fmt_p
 from harness.report.load import Layout, format_value, short_name
-from harness.report.tables import Options, StudyResult, has_values, iter_groups
 from harness.stats.protocol import diversity_study, format_parameter, operating_points
 
 # Perturbation strength columns, in the order they are looked for.

@@ -9,9 +9,9 @@ import pandas as pd
 
 from harness.metrics.longform import corpus_bleu_score
 from harness.metrics.registry import METEOR, ROUGE_L
+from harness.report.common import Options
 from harness.report.formatting import ReportTable, fmt
 from harness.report.load import Layout
-from harness.report.tables import Options
 
 SCORER = "bleu_rouge_meteor"
 SCORERS_COLUMN = "cfg.dataset.scorers"

@@ -17,8 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.metrics.registry import ANSWER_IN_CONTEXT, F1, heading
+from harness.report.common import StudyResult
 from harness.report.load import Layout, format_value, short_name
-from harness.report.tables import StudyResult
 from harness.stats.protocol import format_parameter
 
 DPI = 150

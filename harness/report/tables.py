@@ -1,106 +1,59 @@
-"""The report's sections 0-6 as tables (the diversity study is in ``harness.report.diversity``): each a
-numeric frame (written as CSV) and a formatted one (markdown and terminal, ``harness.report.formatting``).
-A section whose columns or variation are absent from the rows yields no table.
+"""The report's sections 0, 1, 4 and 6 as tables (validity, sections 2 and 3, is in
+``harness.report.validity``; the contrasts, section 5, in ``harness.report.contrasts``; the diversity study in
+``harness.report.diversity``): each a numeric frame (written as CSV) and a formatted one (markdown and terminal,
+``harness.report.formatting``). A section whose columns or variation are absent from the rows yields no table.
+The order the sections appear in is ``harness.report.sections``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pandas as pd
 
-from harness.metrics.registry import (
-    ALL_GOLD_AT_K,
-    ANSWER_IN_CONTEXT,
-    CONTEXT_TOKENS,
-    EM,
-    F1,
-    RECALL_AT_K,
-    metric_names,
+from harness.metrics.mmr import DEFAULT_LAMBDA
+from harness.metrics.registry import ALL_GOLD_AT_K, ANSWER_IN_CONTEXT, CONTEXT_TOKENS
+from harness.report.common import (
+    DEFAULT_BASELINES,
+    DIAGNOSTICS,
+    OUTCOMES,
+    POLICY_METRICS,
+    Options,
+    Report,
+    StudyResult,
+    display_keys,
+    has_values,
+    iter_groups,
 )
-from harness.report.formatting import ReportTable, fixed, fmt, fmt_ci, fmt_p, heading
-from harness.report.load import (
-    Layout,
-    RunInfo,
-    format_value,
-    policy_components,
-    short_name,
-    varies,
-)
-from harness.stats.analyses import (
-    diagnostic_correlations,
-    incremental_validity,
-    oracle_headroom,
-)
-from harness.stats.bootstrap import clustered_mean_ci, grouped_clustered_mean_ci
-from harness.stats.protocol import DiversityStudy
+from harness.report.formatting import ReportTable, fixed, fmt, fmt_ci, heading
+from harness.report.load import Layout, RunInfo, format_value, policy_components, short_name
+from harness.report.validity import diagnostic_tables, incremental_validity_table
+from harness.stats.analyses import oracle_headroom
+from harness.stats.bootstrap import grouped_clustered_mean_ci
+
+# Names the report's modules and callers import from here.
+__all__ = [
+    "DEFAULT_BASELINES",
+    "DIAGNOSTICS",
+    "MMR_LAMBDA_COLUMNS",
+    "OUTCOMES",
+    "POLICY_METRICS",
+    "Options",
+    "Report",
+    "StudyResult",
+    "diagnostic_tables",
+    "has_values",
+    "incremental_validity_table",
+    "inputs_table",
+    "iter_groups",
+    "mmr_footnote",
+    "oracle_table",
+    "policy_table",
+    "retrieval_perfect_table",
+]
 
 log = logging.getLogger(__name__)
-
-POLICY_METRICS = metric_names(policy_table=True)
-DIAGNOSTICS = metric_names(diagnostic=True)
-# The reader scores that diagnostics are validated against and subsets are scored by.
-OUTCOMES = (F1, EM)
-DEFAULT_BASELINES = ("packed", "knn")
-
-
-@dataclass(frozen=True)
-class Options:
-    metric: str = F1
-    baseline: str | None = None
-    n_resamples: int = 10000
-    study_resamples: int = 1999
-    confidence: float = 0.95
-    seed: int = 0
-    val_fraction: float = 0.2
-    reference: str = "knn"
-
-
-@dataclass
-class StudyResult:
-    label: str  # which stratum / perturbation family
-    level_name: str  # e.g. 'rho'
-    study: DiversityStudy
-
-
-@dataclass
-class Report:
-    tables: list[ReportTable] = field(default_factory=list)
-    policy_data: pd.DataFrame | None = None
-    contrast_data: pd.DataFrame | None = None
-    studies: list[StudyResult] = field(default_factory=list)
-    layout: Layout | None = None
-    scoring: list[str] = field(default_factory=list)  # how answers were scored (harness.report.scoring)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# helpers
-
-
-def _ci_columns(prefix: str, values: tuple[float, float, float]) -> dict[str, float]:
-    mean, low, high = values
-    return {prefix: mean, f"{prefix}_ci_low": low, f"{prefix}_ci_high": high}
-
-
-def has_values(rows: pd.DataFrame, column: str) -> bool:
-    return column in rows.columns and pd.api.types.is_numeric_dtype(rows[column]) and rows[column].notna().any()
-
-
-def iter_groups(rows: pd.DataFrame, keys: Sequence[str]):
-    """groupby over keys (possibly none), yielding (dict of key values, group)."""
-    keys = list(keys)
-    if not keys:
-        yield {}, rows
-        return
-    for values, group in rows.groupby(keys, sort=True, observed=True, dropna=False):
-        values = values if isinstance(values, tuple) else (values,)
-        yield dict(zip(keys, values, strict=False)), group
-
-
-def _display_keys(keys: dict) -> dict[str, str]:
-    return {short_name(k): format_value(v) for k, v in keys.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -176,121 +129,6 @@ def policy_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
         f"resamples questions ({options.n_resamples} resamples). n = questions."
     )
     return ReportTable("policy_table", "Policies by budget", data, shown, note)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# 2. diagnostic validity
-
-
-def diagnostic_tables(rows: pd.DataFrame, options: Options) -> list[ReportTable]:
-    outcomes = [o for o in OUTCOMES if has_values(rows, o)]
-    diagnostics = [d for d in DIAGNOSTICS if has_values(rows, d) and varies(rows[d].dropna())]
-    if not outcomes or not diagnostics:
-        return []
-    long = diagnostic_correlations(rows, diagnostics, outcomes)
-    wide = long.pivot(index="diagnostic", columns="outcome", values=["pearson", "spearman"])
-    wide.columns = [f"{stat}_{outcome}" for stat, outcome in wide.columns]
-    wide = wide.reindex(diagnostics).reset_index()
-    wide["n"] = long.groupby("diagnostic")["n"].min().reindex(diagnostics).to_numpy()
-    display = pd.DataFrame({"diagnostic": wide["diagnostic"].map(heading)})
-    for outcome in outcomes:
-        display[f"Pearson {heading(outcome)}"] = wide[f"pearson_{outcome}"].map(fmt)
-        display[f"Spearman {heading(outcome)}"] = wide[f"spearman_{outcome}"].map(fmt)
-    display["n"] = wide["n"].map(fmt)
-    tables = [
-        ReportTable(
-            "diagnostic_validity",
-            "Diagnostic validity: correlation with reader scores",
-            wide,
-            display,
-            "Pooled over policy x question x seed rows.",
-        )
-    ]
-
-    if has_values(rows, ANSWER_IN_CONTEXT) and rows[ANSWER_IN_CONTEXT].dropna().isin([0, 1]).all():
-        records, shown = [], []
-        for flag in (1.0, 0.0):
-            subset = rows[rows[ANSWER_IN_CONTEXT] == flag]
-            summary = clustered_mean_ci(subset, outcomes, "qkey", options.n_resamples, options.confidence, options.seed)
-            record = {
-                ANSWER_IN_CONTEXT: int(flag),
-                "n_rows": len(subset),
-                "share_of_rows": len(subset) / rows[ANSWER_IN_CONTEXT].notna().sum(),
-            }
-            for outcome in outcomes:
-                record.update(_ci_columns(outcome, summary[outcome]))
-            records.append(record)
-            shown.append(
-                {
-                    "answer in context": "yes" if flag else "no",
-                    "rows": fmt(len(subset)),
-                    "share": fmt(record["share_of_rows"]),
-                    **{f"mean {heading(o)}": fmt_ci(*summary[o]) for o in outcomes},
-                }
-            )
-        tables.append(
-            ReportTable(
-                "score_by_answer_in_context",
-                "Reader scores when the answer is / is not in the context",
-                pd.DataFrame(records),
-                pd.DataFrame(shown),
-                "Intervals resample questions.",
-            )
-        )
-    return tables
-
-
-# ----------------------------------------------------------------------------------------------------------
-# 3. incremental validity
-
-
-def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTable | None:
-    needed = (options.metric, RECALL_AT_K, ANSWER_IN_CONTEXT)
-    # What answer-in-context adds over recall@k in explaining one of the two themselves says nothing.
-    if options.metric in (RECALL_AT_K, ANSWER_IN_CONTEXT) or not all(has_values(rows, c) for c in needed):
-        return None
-    complete = rows.dropna(subset=list(needed))
-    if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
-        return None
-    result = incremental_validity(
-        rows,
-        outcome=options.metric,
-        base=RECALL_AT_K,
-        added=ANSWER_IN_CONTEXT,
-        cluster="qkey",
-        n_resamples=options.n_resamples,
-        confidence=options.confidence,
-        seed=options.seed,
-    )
-    m = heading(options.metric)
-    shown = [
-        (f"R² ({m} ~ recall@k)", fmt(result["r2_base"])),
-        (f"R² ({m} ~ recall@k + answer in ctx)", fmt(result["r2_full"])),
-        ("ΔR² [CI]", fmt_ci(result["delta_r2"], result["delta_r2_ci_low"], result["delta_r2_ci_high"])),
-        ("ΔR² bootstrap p", fmt_p(result["delta_r2_p_value"])),
-        ("std. β recall@k [CI]", fmt_ci(result["beta_base"], result["beta_base_ci_low"], result["beta_base_ci_high"])),
-        (
-            "std. β answer in ctx [CI]",
-            fmt_ci(result["beta_added"], result["beta_added_ci_low"], result["beta_added_ci_high"]),
-        ),
-        (
-            f"partial corr(answer in ctx, {m} | recall@k) [CI]",
-            fmt_ci(result["partial_corr"], result["partial_corr_ci_low"], result["partial_corr_ci_high"]),
-        ),
-        ("corr(answer in ctx, recall@k)", fmt(result["corr_added_base"])),
-        ("rows / questions", f"{result['n_rows']} / {result['n_clusters']}"),
-    ]
-    note = (
-        "OLS (statsmodels). ΔR² and partial-correlation intervals: question-clustered bootstrap "
-        f"({result['n_resamples_used']} usable resamples); β intervals: question-clustered robust errors."
-    )
-    return ReportTable(
-        "incremental_validity",
-        f"Incremental validity of answer-in-context over recall@k ({m})",
-        pd.DataFrame([{"outcome": options.metric, **result}]),
-        pd.DataFrame(shown, columns=["quantity", "value"]),
-        note,
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -383,7 +221,7 @@ def oracle_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Report
         records.append({**keys, **result, "best_policy": str(result["best_policy"])})
         shown.append(
             {
-                **_display_keys(keys),
+                **display_keys(keys),
                 "policies": fmt(result["n_policies"]),
                 "best single policy": str(result["best_policy"]),
                 f"best {heading(metric)}": fmt(result["best_mean"]),
@@ -424,8 +262,6 @@ def mmr_footnote(rows: pd.DataFrame) -> str:
 
     MMR results move by several points with lambda (0.5 vs 0.7 on clean pools), so every table states it.
     """
-    from harness.diversify.mmr import DEFAULT_LAMBDA
-
     clauses = []
     for component, value, column in MMR_LAMBDA_COLUMNS:
         if component not in rows.columns or column not in rows.columns:

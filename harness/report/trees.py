@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.registry import QASPER_F1
+from harness.report.common import Options
 from harness.report.formatting import ReportTable, fmt
 from harness.report.load import Layout
-from harness.report.tables import Options
 from harness.stats.bootstrap import bootstrap_mean_ci
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from harness.metrics.registry import (
     S_RECALL,
 )
+from harness.report.common import Options
 from harness.report.diversity import diversity_tables
 from harness.report.formatting import fmt, fmt_ci
 from harness.report.load import annotate, format_value
@@ -24,7 +25,6 @@ from harness.report.replication.common import (
     _missing,
     verdict,
 )
-from harness.report.tables import Options
 
 log = logging.getLogger("harness.report.replication")
 
