@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.cache import ArrayStore, CacheAccessError, TextStore, fingerprint
+from harness.cache import ArrayStore, CacheAccessError, TextStore, fingerprint, stage_code
 from harness.cache.pools import PoolCache, pool_key, pools_from_arrays, pools_to_arrays
 from harness.core.types import Document, Example
 from harness.data.load import load_dataset
@@ -262,11 +262,18 @@ def test_stage_fingerprints_cover_imports_and_exclude_analysis_code():
     # Loaders, trees and the reader split, chunk and count text through harness/text.
     assert {"text/sentences.py", "text/chunking.py", "text/tokens.py"} <= rel["pools"]
     assert {"text/sentences.py", "text/tokens.py"} <= rel["tree"] and "text/tokens.py" in rel["read"]
-    assert "read/reader.py" in rel["read"] and not any(p.startswith(("retrieve/", "pack/")) for p in rel["read"])
+    # A stage is its folder: every file in harness/read/, nothing of retrieval or packing.
+    assert {
+        p.relative_to(fingerprint.PACKAGE_DIR).as_posix() for p in (fingerprint.PACKAGE_DIR / "read").glob("*.py")
+    } <= rel["read"]
+    assert not any(p.startswith(("retrieve/", "pack/")) for p in rel["read"])
+    # The pool stage declares the packages it reaches through config _target_s: every module of them.
+    for package in ("data", "retrieve", "perturb"):
+        assert {f"{package}/{p.name}" for p in (fingerprint.PACKAGE_DIR / package).glob("*.py")} <= rel["pools"]
     for stage in ("pools", "tree", "read", "run"):
         # Analysis, sinks and cache storage (SQLite or PostgreSQL) never change what a stage computes.
         assert not any(p.startswith(("report/", "runlog/", "stats/", "cache/")) for p in rel[stage]), stage
-    assert {"run/pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/reader.py"} <= rel["run"]
+    assert {"run/pipeline.py", "pack/submod.py", "diversify/mmr.py", "read/server.py"} <= rel["run"]
     assert "cli.py" not in rel["run"]
 
 
@@ -278,10 +285,10 @@ def test_fingerprint_changes_with_any_byte_of_a_covered_file(tmp_path, monkeypat
     (package / "stage" / "a.py").write_text("from harness.helper import f\n")
     (package / "helper.py").write_text("def f():\n    return 1\n")
     (package / "report.py").write_text("X = 1\n")
-    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", package)
+    monkeypatch.setattr(stage_code, "PACKAGE_DIR", package)
 
     def fp() -> str:
-        return fingerprint.files_fingerprint(fingerprint._closure(["harness.stage"]))
+        return stage_code.stage_fingerprint("stage")
 
     first = fp()
     (package / "report.py").write_text("X = 2\n")
@@ -361,13 +368,11 @@ def test_damaged_values_are_skipped_not_served(tmp_path, caplog):
     assert "flipped" in caplog.text
 
 
+# The reader's response keys hold the "read" fingerprint (tests/test_read_model_spec.py checks that).
 KEYS_SCRIPT = """
 import json
 from harness.cache.fingerprint import code_fingerprint
-from harness.read.reader import Reader
-reader = Reader(name="r", offline_model="smollm2")
-fingerprints = {s: code_fingerprint(s) for s in ("pools", "tree", "lm", "run")}
-print(json.dumps({"response": reader.cache_key("a prompt"), **fingerprints}))
+print(json.dumps({s: code_fingerprint(s) for s in ("read", "pools", "tree", "lm", "run")}))
 """
 
 
@@ -404,7 +409,7 @@ def test_each_key_follows_the_code_it_depends_on(tmp_path):
     # Answers depend on generation code only; trees embed leaves through the retriever's document view.
     assert changed(after_sinks, after_retrieval) == {"pools", "tree", "run"}
     after_generation = edit("backends/loading.py")  # model loading, shared by the reader and the local LM
-    assert changed(after_retrieval, after_generation) == {"response", "lm", "tree", "run"}
+    assert changed(after_retrieval, after_generation) == {"read", "lm", "tree", "run"}
     after_packer = edit("pack/submod.py")
     assert changed(after_generation, after_packer) == {"run"}
 

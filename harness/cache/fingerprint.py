@@ -1,9 +1,11 @@
 """What a cache entry was computed from: the code of its stage, the content of its inputs, its config.
 
-Code fingerprints
+Code fingerprints (``harness.cache.stage_code``)
     ``code_fingerprint(stage)`` is a sha256 over the source of the modules a stage's cache entries depend
-    on: the stage's packages, every ``harness`` module they import (transitively, lazy imports included),
-    and the non-Python files inside the stage's packages (the packaged demo set). Files are hashed byte
+    on: the stage's package or module (derived from the stage's name, or from the module that asks), every
+    ``harness`` module it imports (transitively, lazy imports included), the packages its modules declare
+    in ``FINGERPRINT_ROOTS`` (what they reach only through config ``_target_``\s), and the non-Python
+    files inside those packages (the packaged demo set). Files are hashed byte
     for byte: any edit, a comment included, gives a new fingerprint and the stage's entries are
     recomputed. Ignoring comments would need tokenizing every module on every start (about a second
     of CPU); a spurious recompute after a comment edit is the cheaper error than a missed code change.
@@ -18,171 +20,57 @@ Content
 Config
     ``identity_config`` is the resolved config with the runtime-only keys removed (logger, paths, cache
     and model folders, progress bars, read chunking, ``cache.force``), resolved with the path roots
-    replaced by placeholders so a moved cache or model folder leaves every key unchanged.
+    replaced by placeholders so a moved cache or model folder leaves every key unchanged. A ``_target_``
+    outside harness (a user's ``mypkg.packers.MyPacker``) adds its module's fingerprint
+    (``module_fingerprint``), so the run key and the pool key follow that code too.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import time
-from collections.abc import Iterable, Sequence
-from functools import cache
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cache import stable_hash
+from harness.cache.stage_code import (
+    PACKAGE_DIR,
+    RUN_EXCLUDED,
+    STORAGE,
+    code_fingerprint,
+    files_fingerprint,
+    module_fingerprint,
+    outside_code,
+    stage_files,
+    stage_fingerprint,
+)
 from harness.core.model_files import files_signature
 from harness.core.types import Document, Example
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-
-# The packages whose code produces each cache's entries (their harness imports are added transitively).
-# Retrieval metrics travel inside the pool cache, hence metrics.retrieval; answers depend on the
-# generation code only: the prompt they answer is part of the response key already.
-STAGE_CODE: dict[str, tuple[str, ...]] = {
-    "pools": (
-        "harness.run.pools",
-        "harness.data",
-        "harness.retrieve",
-        "harness.perturb",
-        "harness.metrics.retrieval",
-    ),
-    "tree": ("harness.tree", "harness.lm"),
-    "lm": ("harness.lm",),
-    "read": ("harness.read",),
-    "encoder": ("harness.retrieve.encoder",),
-    "rerank": ("harness.retrieve.rerank",),
-    "compress": ("harness.pack.llmlingua",),
-}
-# How cache entries are stored (SQLite or PostgreSQL, seals, copying) never changes what they hold; a change
-# to their keys (stable_hash) changes the keys themselves. Left out of every fingerprint, so a storage fix
-# does not recompute every cache.
-STORAGE = "harness.cache"
-# The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B) and the
-# command line do not change a run's rows.
-RUN_EXCLUDED = ("harness.report", "harness.runlog", "harness.stats", "harness.cli", "harness.__main__", STORAGE)
+__all__ = [
+    "PACKAGE_DIR",
+    "RUN_EXCLUDED",
+    "STORAGE",
+    "code_fingerprint",
+    "example_digests",
+    "files_fingerprint",
+    "identity_config",
+    "input_files_digest",
+    "module_fingerprint",
+    "outside_code",
+    "stage_files",
+    "stage_fingerprint",
+]
 
 # Top-level keys that say where and how a run executes, never what it computes.
 RUNTIME_TOP_KEYS = frozenset({"logger", "paths", "hydra", "read_chunk", "cache", "progress"})
+# The identity's entry for the code of outside ``_target_``\s; no config group starts with an underscore.
+OUTSIDE_CODE_KEY = "_outside_code"
 # Keys anywhere in the tree that locate files or drive progress output.
 RUNTIME_KEYS = frozenset({"cache_dir", "models_dir", "show_progress"})
-
-
-# ---- code -------------------------------------------------------------------------------------------
-
-
-def _module_file(module: str) -> Path | None:
-    """The source file of a ``harness`` module (a package's ``__init__.py``), or None if there is none."""
-    parts = module.split(".")
-    if parts[0] != "harness":
-        return None
-    base = PACKAGE_DIR.joinpath(*parts[1:])
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE_DIR).with_suffix("")
-    parts = ["harness", *rel.parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _package_files(module: str) -> list[Path]:
-    """Every file of a package (sources and data), or the single file of a module."""
-    directory = PACKAGE_DIR.joinpath(*module.split(".")[1:])
-    if directory.is_dir():
-        return sorted(
-            p
-            for p in directory.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
-        )
-    found = _module_file(module)
-    if found is None:
-        raise ValueError(f"code fingerprint: no module or package {module!r} under {PACKAGE_DIR}")
-    return [found]
-
-
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n]+)", re.MULTILINE)
-
-
-def _imports(path: Path) -> set[str]:
-    """``harness`` modules a source file imports anywhere (function-level imports included).
-
-    Read from the text with two patterns (parsing every module costs about a second); an ``import``
-    that only looks like one (inside a string) can add a module, never drop one."""
-    module = _module_name(path)
-    is_package = path.name == "__init__.py"
-    text = path.read_text(encoding="utf-8", errors="replace")
-    found: set[str] = set()
-    for match in _IMPORT.finditer(text):
-        found.update(part.split(" as ")[0].strip() for part in match.group(1).split("#")[0].split(","))
-    for match in _FROM_IMPORT.finditer(text):
-        source = match.group(1)
-        level = len(source) - len(source.lstrip("."))
-        if level:
-            anchor = module.split(".")
-            anchor = anchor[: len(anchor) - level + (1 if is_package else 0)]
-            base = ".".join(anchor + ([source.lstrip(".")] if source.lstrip(".") else []))
-        else:
-            base = source
-        found.add(base)
-        names = re.sub(r"#[^\n]*", "", match.group(2)).strip("()")
-        # ``from harness.data import beir`` imports the submodule harness.data.beir.
-        found.update(f"{base}.{name.split(' as ')[0].strip()}" for name in names.split(",") if name.strip())
-    return {name for name in found if name.startswith("harness") and _module_file(name) is not None}
-
-
-def _closure(roots: Iterable[str]) -> list[Path]:
-    files: set[Path] = set()
-    for root in roots:
-        files.update(_package_files(root))
-    todo = [p for p in files if p.suffix == ".py"]
-    while todo:
-        path = todo.pop()
-        for name in _imports(path):
-            if name == STORAGE or name.startswith(STORAGE + "."):
-                continue
-            dep = _module_file(name)
-            if dep is not None and dep not in files:
-                files.add(dep)
-                todo.append(dep)
-    return sorted(files)
-
-
-def files_fingerprint(files: Sequence[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode("utf-8") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def stage_files(stage: str) -> list[Path]:
-    """The files a stage's fingerprint covers."""
-    if stage == "run":
-        excluded = [PACKAGE_DIR.joinpath(*m.split(".")[1:]) for m in RUN_EXCLUDED]
-        return [
-            p
-            for p in _package_files("harness")
-            if not any(p == e.with_suffix(".py") or e in p.parents for e in excluded)
-        ]
-    if stage not in STAGE_CODE:
-        raise ValueError(f"unknown stage {stage!r} for a code fingerprint; known: run, {', '.join(STAGE_CODE)}")
-    return _closure(STAGE_CODE[stage])
-
-
-@cache
-def code_fingerprint(stage: str) -> str:
-    """sha256 of the code behind one cache (``pools``, ``tree``, ``lm``, ``read``, ``encoder``, ``rerank``,
-    ``compress``)
-    or behind a whole run (``run``): computed once per process."""
-    return files_fingerprint(stage_files(stage))
 
 
 # ---- content ----------------------------------------------------------------------------------------
@@ -305,4 +193,10 @@ def identity_config(cfg: DictConfig | dict, keys: Sequence[str] | None = None) -
     resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True)
     if keys is not None:
         resolved = {key: resolved.get(key) for key in keys}
-    return _strip({k: v for k, v in resolved.items() if k not in RUNTIME_TOP_KEYS})
+    identity = _strip({k: v for k, v in resolved.items() if k not in RUNTIME_TOP_KEYS})
+    # Code outside harness that the config builds (a user's packer) is no stage's code: its fingerprint
+    # joins the config. Only when there is some, so every other key stays what it was.
+    code = outside_code(identity)
+    if code:
+        identity[OUTSIDE_CODE_KEY] = code
+    return identity
