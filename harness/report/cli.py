@@ -13,8 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics.registry import F1, S_RECALL
-from harness.report.contrasts import contrast_tables, resolve_baseline
-from harness.report.diversity import diversity_tables
+from harness.report.contrasts import resolve_baseline
 from harness.report.formatting import print_tables, render_markdown
 from harness.report.load import (
     REPORT_DIR,
@@ -24,22 +23,10 @@ from harness.report.load import (
     load_runs,
     short_name,
 )
-from harness.report.longform import longform_tables
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
 from harness.report.scoring import scoring_lines
-from harness.report.tables import (
-    Options,
-    Report,
-    diagnostic_tables,
-    has_values,
-    incremental_validity_table,
-    inputs_table,
-    mmr_footnote,
-    oracle_table,
-    policy_table,
-    retrieval_perfect_table,
-)
-from harness.report.trees import tree_tables
+from harness.report.sections import SectionInputs, build_sections
+from harness.report.tables import Options, Report, has_values, mmr_footnote
 from harness.report.viewer import attach_viewer
 
 log = logging.getLogger("harness.report")
@@ -146,7 +133,7 @@ def resolve_metric(rows: pd.DataFrame, options: Options) -> Options:
 
 
 def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
-    """Every section the rows support, in report order."""
+    """Every registered section (``harness.report.sections``) the rows support, in section order."""
     options = resolve_metric(rows, options)
     if not has_values(rows, options.metric):
         numeric = sorted(c for c in rows.columns if pd.api.types.is_numeric_dtype(rows[c]) and not c.startswith("cfg."))
@@ -154,24 +141,7 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
     # An explicit baseline that names nothing is an input error: report it before any work is done.
     baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
     report = Report(layout=layout, scoring=scoring_lines(rows))
-    report.tables.append(inputs_table(infos, rows))
-    table = policy_table(rows, layout, options)
-    if table is not None:
-        report.tables.append(table)
-        report.policy_data = table.data
-    report.tables.extend(diagnostic_tables(rows, options))
-    for table in (incremental_validity_table(rows, options), retrieval_perfect_table(rows, layout, options)):
-        if table is not None:
-            report.tables.append(table)
-    tables, report.contrast_data = contrast_tables(rows, layout, options, baseline)
-    report.tables.extend(tables)
-    table = oracle_table(rows, layout, options)
-    if table is not None:
-        report.tables.append(table)
-    tables, report.studies = diversity_tables(rows, layout, options)
-    report.tables.extend(tables)
-    report.tables.extend(tree_tables(rows, layout, options))
-    report.tables.extend(longform_tables(rows, layout, options))
+    report.tables = build_sections(SectionInputs(rows, layout, options, infos, baseline, report))
     footnote = mmr_footnote(rows)
     for table in report.tables:
         table.footnote = footnote
