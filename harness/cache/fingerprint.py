@@ -4,11 +4,11 @@ Code fingerprints (``harness.cache.stage_code``)
     ``code_fingerprint(stage)`` is a sha256 over the source of the modules a stage's cache entries depend
     on: the stage's package or module (derived from the stage's name, or from the module that asks), every
     ``harness`` module it imports (transitively, lazy imports included), the packages its modules declare
-    in ``FINGERPRINT_ROOTS`` (what they reach only through config ``_target_``\s), and the non-Python
-    files inside those packages (the packaged demo set). Files are hashed byte
-    for byte: any edit, a comment included, gives a new fingerprint and the stage's entries are
-    recomputed. Ignoring comments would need tokenizing every module on every start (about a second
-    of CPU); a spurious recompute after a comment edit is the cheaper error than a missed code change.
+    in ``FINGERPRINT_ROOTS`` (what they reach only through config ``_target_`` names) and the
+    non-Python files inside those packages (the packaged demo set). Files are hashed byte for byte: any
+    edit, a comment included, gives a new fingerprint and the stage's entries are recomputed. Ignoring
+    comments would need tokenizing every module on every start (about a second of CPU); a spurious
+    recompute after a comment edit is the cheaper error than a missed code change.
     Module paths enter relative to the package, so a copied checkout gets the same fingerprints.
     Computed once per process.
 
@@ -67,7 +67,7 @@ __all__ = [
 
 # Top-level keys that say where and how a run executes, never what it computes.
 RUNTIME_TOP_KEYS = frozenset({"logger", "paths", "hydra", "read_chunk", "cache", "progress"})
-# The identity's entry for the code of outside ``_target_``\s; no config group starts with an underscore.
+# The identity's entry for the code of outside ``_target_`` names; no config group starts with an underscore.
 OUTSIDE_CODE_KEY = "_outside_code"
 # Keys anywhere in the tree that locate files or drive progress output.
 RUNTIME_KEYS = frozenset({"cache_dir", "models_dir", "show_progress"})

@@ -12,7 +12,7 @@ applies:
 
 To that code the closure adds, transitively: every harness module a covered file imports (lazy imports
 included), and the roots a covered module declares in a module-level ``FINGERPRINT_ROOTS`` tuple, the code it
-reaches only through config ``_target_``\\s (the pool stage instantiates any dataset loader, retriever,
+reaches only through config ``_target_`` names (the pool stage instantiates any dataset loader, retriever,
 reranker and perturbation; a tree any chat LM). Storage is never followed. So a module added to a stage's
 folder joins that stage's fingerprint (and those of the stages that declare or import it) and no other's,
 and neither a new module nor a new stage needs an edit here.

@@ -11,7 +11,7 @@ from harness.core.types import Example, Pool
 from harness.metrics.retrieval import retrieval_metrics
 
 # The pool stage's code besides what it imports: the dataset loaders, retrievers (encoders, rerankers) and
-# perturbations it is handed, built from config ``_target_``\s (``harness.cache.stage_code``).
+# perturbations it is handed, built from config ``_target_`` names (``harness.cache.stage_code``).
 FINGERPRINT_ROOTS = ("harness.data", "harness.retrieve", "harness.perturb")
 
 
