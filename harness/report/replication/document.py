@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.report.formatting import to_markdown
+from harness.report.replication.ablation import ablation_section
 from harness.report.replication.common import (
     DEFAULT_OUT,
     DEFAULT_STUDIES,
@@ -26,7 +27,8 @@ from harness.report.replication.common import (
 )
 from harness.report.replication.injection import injection_section
 from harness.report.replication.ladder import ladder_section
-from harness.report.replication.packing import ablation_section, packing_section, reader_columns_section
+from harness.report.replication.packing import packing_section
+from harness.report.replication.reader import reader_columns_section
 from harness.report.replication.trees import trees_section
 
 log = logging.getLogger("harness.report.replication")

@@ -1,4 +1,5 @@
-"""Seed 000's packing table and its ablation."""
+"""Seed 000's packing table (Table 5): the budgeted packers compared, the contrasts, the diagnosis and the
+figure (the ablation is in ``ablation``, the reader columns at a larger n in ``reader``)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,11 @@ from harness.metrics.registry import (
     ALL_GOLD_IN_READER,
     ANSWER_IN_CONTEXT,
     CONTEXT_TOKENS,
-    EM,
     F1,
     GOLD_DOC_COVERAGE,
 )
 from harness.report.formatting import fmt, fmt_ci, to_markdown
 from harness.report.replication.common import (
-    ABLATION,
     LLMLINGUA,
     PACKER_LABELS,
     PACKING,
@@ -28,7 +27,6 @@ from harness.report.replication.common import (
     PACKING_HEADINGS,
     PACKING_METRICS,
     READER_BUDGETS,
-    READER_IRCOT,
     Section,
     Settings,
     _contrast,
@@ -38,7 +36,6 @@ from harness.report.replication.common import (
     _mean_ci,
     _missing,
     _ordered_packers,
-    _overrides,
     _paper_gap,
     _power,
     _save,
@@ -195,70 +192,6 @@ def packing_section(settings: Settings) -> Section:
     return section
 
 
-# Reader-scored contrasts of the powered reader study: the paper's comparison, the heuristic it beats, and
-# the headroom an oracle leaves.
-READER_CONTRASTS = (("submod", "packed"), ("submod", "focused"), ("oracle", "submod"))
-
-
-def reader_columns_section(settings: Settings) -> Section:
-    section = Section("Seed 000: reader columns at a larger n (IRCoT HotpotQA)")
-    rows = _load(settings, READER_IRCOT)
-    if rows is None:
-        return _missing(section, READER_IRCOT)
-    reader = ", ".join(sorted(rows["reader"].astype(str).unique()))
-    budget = int(rows["budget"].iloc[0])
-    section.add(
-        "Claim: what the submodular packer adds to the context shows in the reader's answers (seed 000 reports "
-        "F1 beside answer-in-context for every packer).",
-        "",
-        f"Setting: {reader} (llama.cpp) reads the contexts of each packer at B = {budget} on "
-        f"{rows['qkey'].nunique()} of the IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}): five "
-        "times the questions of the packing table's F1 column, at one budget.",
-    )
-    section.command(READER_IRCOT.command, "python -m harness.report replicate")
-    metrics = (F1, EM, ANSWER_IN_CONTEXT)
-    records = []
-    for packer in _ordered_packers(rows):
-        cell = rows[rows["packer"] == packer]
-        summary = clustered_mean_ci(
-            cell, list(metrics), "qkey", settings.n_resamples, settings.confidence, settings.seed
-        )
-        record = {"packer": PACKER_LABELS.get(packer, packer), "n": len(cell)}
-        record.update({HEADINGS[m]: fmt_ci(*summary[m]) for m in metrics})
-        records.append(record)
-    section.table(pd.DataFrame(records))
-    contrasts = []
-    for a, b in READER_CONTRASTS:
-        if not {a, b} <= set(rows["packer"].astype(str)):
-            continue
-        for metric in metrics:
-            result = _contrast(rows, "packer", a, b, metric, settings)
-            contrasts.append(
-                {
-                    "contrast": f"{a} − {b}",
-                    "metric": HEADINGS[metric],
-                    "Δ [CI]": _diff(result),
-                    "n": result["n_questions"],
-                    "SD": f"{result['sd']:.3f}",
-                    "MDE": f"{result['mde']:.3f}",
-                    "verdict": _verdict(result),
-                    "_result": result,
-                }
-            )
-    section.add("Paired contrasts (n questions, SD of the per-question differences, MDE at α = 0.05 and 80% power):")
-    section.table(pd.DataFrame([{k: v for k, v in c.items() if not k.startswith("_")} for c in contrasts]))
-    for contrast in contrasts:
-        if contrast["contrast"] == "submod − packed" and contrast["metric"] == "F1":
-            result = contrast["_result"]
-            section.claim(
-                f"seed 000: submod > naive on reader F1 (B = {budget}, {reader})", _verdict(result), _evidence(result)
-            )
-    return section
-
-
-HEADINGS = {F1: "F1", EM: "EM", ANSWER_IN_CONTEXT: "AiC"}
-
-
 CONTRAST_METRICS = (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER)
 
 
@@ -351,96 +284,3 @@ def _packing_figure(rows: pd.DataFrame, read: pd.DataFrame | None, settings: Set
         axis.grid(alpha=0.3)
     fig.axes[0].legend(fontsize="small")
     return _save(fig, settings.figures / "packing_budget.png")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# seed 000: packing ablation
-
-
-def _ablation_label(run_dir: str) -> str:
-    for override in _overrides(run_dir):
-        if override.startswith("+sweeps/packing_ablation="):
-            return override.split("=", 1)[1]
-    return Path(run_dir).name
-
-
-def ablation_section(settings: Settings) -> Section:
-    section = Section("Seed 000: what explains the packing result (ablation)")
-    rows = _load(settings, ABLATION)
-    if rows is None:
-        return _missing(section, ABLATION)
-    rows = rows.assign(setting=rows["run_dir"].map(_ablation_label))
-    baseline = "packed_truncate_last"
-    if baseline not in set(rows["setting"]):
-        section.add(f"The ablation lacks its baseline run `{baseline}`.")
-        return section
-    section.add(
-        "The choices the method leaves open are config keys: `packer.rel` (lexical | bm25 | dense), "
-        "`packer.normalise` (ground_set | none), `packer.cost_scaled`, `packer.max_snippets`, `snippets.unit` "
-        "(sentence | window | candidate) and the naive packer's `packer.misfit`. The sweep changes one at a "
-        f"time on {rows['qkey'].nunique()} questions at B = {int(rows['budget'].iloc[0])} (selection only).",
-    )
-    section.command(ABLATION.command, "python -m harness.report replicate")
-    default = rows[rows["setting"] == "submod"]
-    records, results = [], {}
-    for setting in dict.fromkeys(rows["setting"]):
-        cell = rows[rows["setting"] == setting]
-        summary = clustered_mean_ci(
-            cell,
-            [ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER],
-            "qkey",
-            settings.n_resamples,
-            settings.confidence,
-            settings.seed,
-        )
-        record = {"setting": setting}
-        for metric in (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER):
-            record[PACKING_HEADINGS[metric]] = fmt_ci(*summary[metric])
-        record["tokens"] = f"{cell[CONTEXT_TOKENS].mean():.1f}"
-        if setting != baseline:
-            result = _contrast(rows, "setting", setting, baseline, ANSWER_IN_CONTEXT, settings)
-            results[setting] = result
-            record["Δ AiC vs naive [CI] (won/lost)"] = f"{_diff(result)} ({result['won']}/{result['lost']})"
-            record["n / MDE"] = f"{result['n_questions']} / {result['mde']:.3f}"
-        else:
-            record["Δ AiC vs naive [CI] (won/lost)"] = "—"
-            record["n / MDE"] = "—"
-        if len(default) and setting != "submod" and not setting.startswith("packed"):
-            changed = default[["qkey", "context"]].merge(cell[["qkey", "context"]], on="qkey")
-            record["contexts changed vs default"] = int((changed["context_x"] != changed["context_y"]).sum())
-        else:
-            record["contexts changed vs default"] = "—"
-        records.append(record)
-    section.table(pd.DataFrame(records))
-    submod_settings = {s: r for s, r in results.items() if not s.startswith("packed")}
-    winners = [s for s, r in submod_settings.items() if r["ci_low"] > 0]
-    losers = [s for s, r in submod_settings.items() if r["ci_high"] < 0]
-    best = max(submod_settings, key=lambda s: submod_settings[s]["mean_diff"])
-    if winners:
-        section.add(f"**Settings under which submod beats naive packing on answer-in-context: {', '.join(winners)}.**")
-    else:
-        section.add(
-            "**No setting makes submod beat naive packing on answer-in-context with an interval above zero.** "
-            f"The closest is `{best}`: {_diff(submod_settings[best])}."
-        )
-    section.claim(
-        "seed 000 ablation: a setting under which submod beats naive on answer-in-context",
-        ", ".join(winners) if winners else "none",
-        f"closest `{best}` {_diff(submod_settings[best])}; {_power(submod_settings[best])}",
-    )
-    if losers:
-        section.add(f"Settings that lose significantly: {', '.join(f'`{s}`' for s in losers)}.")
-    d_cov = _contrast(rows, "setting", "submod", baseline, GOLD_DOC_COVERAGE, settings)
-    d_all = _contrast(rows, "setting", "submod", baseline, ALL_GOLD_IN_READER, settings)
-    section.add(
-        "",
-        f"Default submod − naive: gold coverage {_diff(d_cov)}, all gold {_diff(d_all)}, answer-in-context "
-        f"{_diff(results['submod'])}: the coverage gain does not carry the answer (the diagnosis under the "
-        "packing table measures where the budget goes). Settings with a point estimate above naive packing: "
-        + (
-            ", ".join(f"`{name}` ({fmt(r['mean_diff'])})" for name, r in submod_settings.items() if r["mean_diff"] > 0)
-            or "none"
-        )
-        + ". Gain per token (`cost_scaled`) favours short sentences that repeat the question's terms.",
-    )
-    return section
