@@ -33,7 +33,7 @@ from harness.report.load import Layout, format_value, short_name
 
 # The figures every index row and question page shows, where the rows have them.
 METRICS = (F1, EM, ANSWER_IN_CONTEXT, ANSWER_IN_CONTEXT_GRADED, GOLD_DOC_COVERAGE, RECALL_AT_K, ALL_GOLD_AT_K)
-# The tree stage's report columns a question page shows (harness.tree.dtcrs / raptor).
+# The tree stage's report columns a question page shows (the dtcrs and raptor builders of harness/tree/).
 TREE_COLUMNS = (
     "tree.question_class",
     "tree.class_source",
