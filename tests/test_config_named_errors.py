@@ -93,6 +93,19 @@ def test_vllm_settings_are_checked_before_the_engine():
     assert found(VLLM, "reader.vllm.python=/no/such/python", "read=false") == []
 
 
+def test_a_vllm_reader_is_recognised_by_its_class_or_its_backend_key():
+    from omegaconf import OmegaConf
+
+    from harness.run.config_check import is_vllm_reader
+
+    assert is_vllm_reader(OmegaConf.create({"_target_": "harness.read.vllm.VllmReader"}))
+    assert is_vllm_reader(OmegaConf.create({"backend": "vllm"}))  # configs written before the reader classes
+    assert not is_vllm_reader(OmegaConf.create({"_target_": "harness.read.hf.TransformersReader"}))
+    assert not is_vllm_reader(None)
+    # Only a vLLM reader's settings are checked: the same bad value under another reader is not read.
+    assert found("reader=qwen2.5_3b", "+reader.vllm.tensor_parallel_size=0") == []
+
+
 def harness(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     where = [f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]

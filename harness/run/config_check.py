@@ -8,8 +8,6 @@ what is allowed; the command line exits with status 2 for them.
 from __future__ import annotations
 
 import ast
-import difflib
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,29 @@ from harness.cache.network_fs import POLICIES
 from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS
+from harness.run.check_values import closest, is_int, is_number, select
+from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
+from harness.run.service_check import LIBPQ_PARAMETERS, SSLMODES, is_vllm_reader, url_problems, vllm_problems
+
+# Re-exported: the command line and the tests import every check from here.
+__all__ = [
+    "CONFIG_FILE",
+    "LIBPQ_PARAMETERS",
+    "RAY_CONNECT_SECONDS",
+    "RULES",
+    "SSLMODES",
+    "ConfigError",
+    "Rule",
+    "allowed_top_level_keys",
+    "closest",
+    "is_vllm_reader",
+    "launcher_problems",
+    "problems",
+    "ray_address_problems",
+    "url_problems",
+    "validate",
+    "vllm_problems",
+]
 
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "conf" / "config.yaml"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -40,14 +61,6 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 @dataclass(frozen=True)
 class Rule:
     key: str  # dotted key; the rule applies only when the key is present
@@ -57,11 +70,11 @@ class Rule:
 
 
 def _int_at_least(low: int) -> Callable[[Any], bool]:
-    return lambda v: _is_int(v) and v >= low
+    return lambda v: is_int(v) and v >= low
 
 
 def _closed(low: float, high: float) -> Callable[[Any], bool]:
-    return lambda v: _is_number(v) and low <= v <= high
+    return lambda v: is_number(v) and low <= v <= high
 
 
 def _known_scorers(value: Any) -> bool:
@@ -69,7 +82,7 @@ def _known_scorers(value: Any) -> bool:
 
 
 RULES = [
-    Rule("seed", _is_int, "an integer"),
+    Rule("seed", is_int, "an integer"),
     Rule("budget", _int_at_least(1), "an integer >= 1 (reader tokens)"),
     Rule("k", _int_at_least(1), "an integer >= 1"),
     Rule("read", lambda v: isinstance(v, bool), "true or false"),
@@ -88,7 +101,7 @@ RULES = [
     ),
     Rule("perturb.rho", _closed(0.0, 1.0), "a number in [0, 1]"),
     Rule("perturb.gold_share", _closed(0.0, 1.0), "a number in [0, 1]"),
-    Rule("perturb.overlap", lambda v: _is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),
+    Rule("perturb.overlap", lambda v: is_number(v) and 0.0 <= v < 1.0, "a number in [0, 1)"),
     Rule("perturb.window_words", _int_at_least(1), "an integer >= 1"),
     # Weights of relevance against diversity: MMR's lambda (diversifier, the rule's inner MMR, the packer)
     # and the Vendi diversifier's relevance weight; out of [0, 1] they would reward irrelevance.
@@ -125,17 +138,8 @@ def _top_level_keys(config_file: str, mtime_ns: int) -> frozenset[str]:
     return frozenset(keys | _EXTRA_TOP_LEVEL)
 
 
-def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
-    node: Any = cfg
-    for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
-    present, path = _select(cfg, key)
+    present, path = select(cfg, key)
     if not present or path is None:
         return None
     from hydra.core.hydra_config import HydraConfig
@@ -146,12 +150,6 @@ def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
 
         return Path(to_absolute_path(str(path)))
     return Path(os.path.abspath(str(path)))
-
-
-def closest(word: str, choices: Any, prefix: str = "") -> str:
-    """The closest of ``choices`` to ``word`` (difflib) as "; did you mean 'PREFIX.CHOICE'?", or ""."""
-    match = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
-    return f"; did you mean {prefix + match[0]!r}?" if match else ""
 
 
 def _sections(config_file: Path) -> dict[str, frozenset[str]]:
@@ -254,7 +252,7 @@ def _added_key_problems(cfg: DictConfig, overrides: list[str], groups: set[str])
             continue
         parent_key, name = ".".join(parts[:-1]), parts[-1]
         try:
-            present, parent = _select(cfg, parent_key)
+            present, parent = select(cfg, parent_key)
         except OmegaConfBaseException:
             continue
         if not present or not isinstance(parent, DictConfig):
@@ -264,7 +262,7 @@ def _added_key_problems(cfg: DictConfig, overrides: list[str], groups: set[str])
             # Inside a target's parameter (a mapping of keyword arguments): anything goes.
             if any(
                 isinstance(node, DictConfig) and "_target_" in node
-                for node in (_select(cfg, ".".join(parts[:i]))[1] for i in range(1, len(parts) - 1))
+                for node in (select(cfg, ".".join(parts[:i]))[1] for i in range(1, len(parts) - 1))
             ):
                 continue
             known = [str(k) for k in parent if str(k) != name]
@@ -295,138 +293,6 @@ def _section_problems(cfg: DictConfig, config_file: Path) -> list[str]:
     return found
 
 
-# libpq's connection parameters (PostgreSQL 17), the query parameters a postgresql:// URL may carry.
-LIBPQ_PARAMETERS = (
-    "host hostaddr port dbname user password passfile require_auth channel_binding connect_timeout "
-    "client_encoding options application_name fallback_application_name keepalives keepalives_idle "
-    "keepalives_interval keepalives_count tcp_user_timeout replication gssencmode sslmode sslnegotiation "
-    "requiressl sslcompression sslcert sslkey sslpassword sslcertmode sslrootcert sslcrl sslcrldir sslsni "
-    "requirepeer ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegation service "
-    "target_session_attrs load_balance_hosts"
-).split()
-SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-
-
-def url_problems(url: str, key: str = "cache.url") -> list[str]:
-    """The query parameters of a postgresql:// URL that libpq would refuse, or ``sslmode`` values it
-    would refuse at connection time, named with the key (the password masked)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    found = []
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if name not in LIBPQ_PARAMETERS:
-            found.append(
-                f"{key}={redacted(url)!r}: unknown connection parameter {name!r}; allowed: libpq's parameters "
-                "(https://www.postgresql.org/docs/current/libpq-connect.html)" + closest(name, LIBPQ_PARAMETERS)
-            )
-        elif name == "sslmode" and value not in SSLMODES:
-            found.append(
-                f"{key}={redacted(url)!r}: sslmode={value!r} is not a mode; allowed: {', '.join(SSLMODES)}"
-                + closest(value, SSLMODES)
-            )
-    return found
-
-
-def launcher_problems(cfg: DictConfig) -> list[str]:
-    """Values of ``hydra.launcher`` the launcher would fail on with its own traceback (joblib's
-    ``n_jobs=0``, a submitit time limit below one minute); checked before a sweep launches its jobs."""
-    try:
-        launcher = OmegaConf.select(cfg, "hydra.launcher", throw_on_resolution_failure=False)
-    except OmegaConfBaseException:
-        return []
-    if not isinstance(launcher, DictConfig):
-        return []
-    target = str(launcher.get("_target_", ""))
-    found = []
-    if "joblib" in target.lower() and "n_jobs" in launcher:
-        n_jobs = launcher.get("n_jobs")
-        if n_jobs is not None and (not _is_int(n_jobs) or n_jobs == 0):
-            found.append(
-                f"hydra.launcher.n_jobs={n_jobs!r} is out of range; allowed: an integer >= 1 (jobs at once), "
-                "a negative integer (-1: one per CPU), or null"
-            )
-    if "submitit" in target.lower():
-        for name in ("timeout_min", "signal_delay_s", "max_num_timeout"):
-            if name not in launcher:
-                continue
-            value = launcher.get(name)
-            low = 1 if name == "timeout_min" else 0
-            if not _is_int(value) or value < low:
-                found.append(f"hydra.launcher.{name}={value!r} is out of range; allowed: an integer >= {low}")
-    if "ray" in target.lower():
-        found += ray_address_problems(OmegaConf.select(launcher, "ray.init.address", default=None))
-    return found
-
-
-RAY_CONNECT_SECONDS = 3.0
-
-
-def ray_address_problems(address: Any, timeout: float = RAY_CONNECT_SECONDS) -> list[str]:
-    """An existing Ray cluster's address that nothing answers on: ray.init would wait for minutes. The address
-    is tried here, as given, before Ray sees it (Ray rewrites a loopback address to the machine's own
-    interface address); ``null`` and ``auto``/``local`` are Ray's own choices and left to it."""
-    import socket
-
-    if address is None or str(address).strip() in ("", "auto", "local"):
-        return []
-    text = str(address).strip()
-    hostport = text.split("://", 1)[1] if "://" in text else text
-    host, _, port = hostport.rpartition(":")
-    key = "hydra.launcher.ray.init.address"
-    if not host or not port.isdigit():
-        return [f"{key}={text!r} is not HOST:PORT (or ray://HOST:PORT); allowed: a running cluster's address, or null"]
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as error:
-        return [
-            f"{key}={text!r}: no Ray cluster answers there ({error.strerror or error}, tried for {timeout:.0f} s); "
-            "allowed: the address `ray start --head` printed, or null to start a local cluster"
-        ]
-    return []
-
-
-def vllm_problems(cfg: DictConfig) -> list[str]:
-    """``reader.vllm`` of a vLLM reader: unknown settings, values the engine refuses, and an interpreter
-    that does not exist (otherwise found only when the first prompt is read, after the retrieval stages)."""
-    present, reader = _select(cfg, "reader")
-    if not present or not isinstance(reader, DictConfig) or reader.get("backend") != "vllm":
-        return []
-    present, settings = _select(cfg, "reader.vllm")
-    if present and settings is not None and not isinstance(settings, DictConfig):
-        return [f"reader.vllm={settings!r} is not a mapping; allowed: the engine's settings (reader.vllm.KEY=VALUE)"]
-    from dataclasses import fields
-
-    from harness.backends.vllm_engine import (
-        PYTHON_ENV,
-        VllmSettings,
-        VllmUnavailableError,
-        vllm_python,
-    )
-
-    given = {str(k): v for k, v in (settings or {}).items()}
-    known = [f.name for f in fields(VllmSettings)]
-    found = [
-        f"unknown key 'reader.vllm.{name}'; allowed keys under reader.vllm: {', '.join(known)}"
-        + closest(name, known, "reader.vllm.")
-        for name in given
-        if name not in known
-    ]
-    try:
-        VllmSettings.from_mapping({k: v for k, v in given.items() if k in known})
-    except (TypeError, ValueError) as error:
-        found.append(f"reader.{error}")
-    if bool(cfg.get("read", True)) and not found:
-        python = given.get("python")
-        try:
-            vllm_python(str(python) if python else None)
-        except VllmUnavailableError as error:
-            # Its own message names the key or $HARNESS_VLLM_PYTHON; null tried every fall-back.
-            where = "" if python or os.environ.get(PYTHON_ENV) else "reader.vllm.python=null: "
-            found.append(f"{where}{error} (read=false needs no vLLM)")
-    return found
-
-
 def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[str] | None = None) -> list[str]:
     """Every invalid value of ``cfg``, one line each; empty when the config is valid. ``overrides``: the
     command line's (for keys added with ``+``); by default ``cfg.hydra.overrides.task`` or the running job's."""
@@ -440,7 +306,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
             found.append(f"unknown top-level key {key!r} (value {value!r}); allowed keys: {', '.join(sorted(allowed))}")
     for rule in RULES:
         try:
-            present, value = _select(cfg, rule.key)
+            present, value = select(cfg, rule.key)
         except OmegaConfBaseException as error:  # an interpolation that does not resolve
             found.append(f"{rule.key}: cannot be resolved ({error}); allowed: {rule.allowed}")
             continue
@@ -459,13 +325,13 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
     path = _dataset_path(cfg)
     if path is not None and not path.exists():
         found.append(
-            f"dataset.path={str(_select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
+            f"dataset.path={str(select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
             "allowed: an existing file or folder, or null for the packaged demo set"
         )
     aliases = _dataset_path(cfg, "dataset.aliases")
     if aliases is not None and not aliases.is_file():
         found.append(
-            f"dataset.aliases={str(_select(cfg, 'dataset.aliases')[1])!r} does not exist (looked for {aliases}); "
+            f"dataset.aliases={str(select(cfg, 'dataset.aliases')[1])!r} does not exist (looked for {aliases}); "
             "allowed: 2WikiMultihopQA's id_aliases.json, or null"
         )
     return found
