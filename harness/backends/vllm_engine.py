@@ -14,158 +14,46 @@ in the response cache).
 from __future__ import annotations
 
 import atexit
-import hashlib
-import importlib.util
 import json
 import logging
 import os
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.backends.vllm_setup import (
+    DEFAULT_VENV_PYTHON,
+    PYTHON_ENV,
+    VllmSettings,
+    VllmUnavailableError,
+    model_files_digest,
+    vllm_python,
+    vllm_version,
+)
 from harness.core import signals
-from harness.core.model_files import files_signature
 from harness.core.threads import available_cpus, resolve_threads
+
+# Re-exported: the reader, the config check and the tests import the engine's settings and helpers from here.
+__all__ = [
+    "DEFAULT_VENV_PYTHON",
+    "PYTHON_ENV",
+    "VllmGenerator",
+    "VllmSettings",
+    "VllmUnavailableError",
+    "model_files_digest",
+    "vllm_python",
+    "vllm_version",
+]
 
 log = logging.getLogger(__name__)
 
 # The worker runs as a script, so its folder leads sys.path there: a folder of its own, since beside this
 # module it would import harness/backends/http.py in place of the standard library's http.
 WORKER = Path(__file__).with_name("vllm_worker") / "worker.py"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_VENV_PYTHON = PROJECT_ROOT / ".venv-vllm" / "bin" / "python"
-PYTHON_ENV = "HARNESS_VLLM_PYTHON"
-# A weight shard of a 32B model is gigabytes; its identity reads its first and last MiB, its size and name.
-WHOLE_FILE_BYTES = 64 << 20
-EDGE_BYTES = 1 << 20
-
-
-class VllmUnavailableError(RuntimeError):
-    """No interpreter with vLLM: names what was looked for and how to get one."""
-
-
-@dataclass(frozen=True)
-class VllmSettings:
-    """The engine's settings (``reader.vllm``). ``max_model_len`` null: sized from the prompts (the longest
-    one a job sends plus ``max_new_tokens``), the engine restarting only if a later job needs more."""
-
-    python: str | None = None  # interpreter with vLLM; None: $HARNESS_VLLM_PYTHON, .venv-vllm, then this one
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1  # engine replicas, each in its own worker on its own devices; prompts split
-    enable_prefix_caching: bool = True
-    max_model_len: int | None = None
-    quantization: str | None = None  # vLLM's own: awq, gptq, bitsandbytes, fp8, ...
-    enforce_eager: bool = False  # True skips graph capture/compilation: faster start, slower decoding
-    gpu_memory_utilization: float = 0.9
-    cpu_kvcache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE on the CPU build
-    cpu_threads: int | None = None  # CPU build: cores bound to its OpenMP threads; None: this job's share
-    seed: int = 0
-    start_timeout_s: float = 900.0
-
-    def __post_init__(self) -> None:
-        for name in ("tensor_parallel_size", "data_parallel_size", "cpu_kvcache_gib"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"vllm.{name} must be a positive integer, got {value!r}")
-        for name in ("max_model_len", "cpu_threads"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"vllm.{name} must be a positive integer or null, got {value!r}")
-        for name in ("enable_prefix_caching", "enforce_eager"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"vllm.{name} must be true or false, got {getattr(self, name)!r}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
-
-    @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any] | None) -> VllmSettings:
-        settings = {str(k): v for k, v in dict(settings or {}).items()}
-        known = {f.name for f in fields(cls)}
-        unknown = set(settings) - known
-        if unknown:
-            raise ValueError(f"unknown vllm settings {sorted(unknown)}; allowed {sorted(known)}")
-        return cls(**{k: v for k, v in settings.items() if v is not None})
-
-    @property
-    def identity(self) -> str:
-        """What of these settings can change an answer: the quantization, the tensor-parallel split (it
-        reorders the sums) and prefix reuse (a reused prefix was computed in another batch)."""
-        return f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}" + (
-            "|prefix_cache" if self.enable_prefix_caching else ""
-        )
-
-
-def vllm_python(configured: str | None = None) -> str:
-    """The interpreter that runs the worker: ``configured``, else ``$HARNESS_VLLM_PYTHON``, else the project's
-    ``.venv-vllm``, else this interpreter when it can import vLLM (a GPU machine with vLLM installed)."""
-    for candidate, origin in ((configured, "reader.vllm.python"), (os.environ.get(PYTHON_ENV), PYTHON_ENV)):
-        if candidate:
-            if not Path(candidate).is_file():
-                raise VllmUnavailableError(f"{origin}={candidate}: no such interpreter")
-            return str(candidate)
-    if DEFAULT_VENV_PYTHON.is_file():
-        return str(DEFAULT_VENV_PYTHON)
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
-    raise VllmUnavailableError(
-        f"no vLLM: {DEFAULT_VENV_PYTHON} does not exist and this interpreter cannot import vllm; "
-        f"run `make vllm-venv`, or point reader.vllm.python (or ${PYTHON_ENV}) at a Python with vLLM installed"
-    )
-
-
-@lru_cache(maxsize=8)
-def vllm_version(python: str) -> str:
-    """``<distribution>-<version>`` of the package that provides ``vllm`` in ``python``'s environment (``vllm``
-    on GPUs, ``vllm-cpu`` for the CPU build), read from its metadata: no engine, no torch import."""
-    script = "import importlib.metadata as m; d = m.packages_distributions()['vllm'][0]; print(f'{d}-{m.version(d)}')"
-    result = subprocess.run(
-        [python, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise VllmUnavailableError(f"{python} cannot find vLLM's package metadata: {result.stderr.strip()[-500:]}")
-    return result.stdout.strip()
-
-
-def _file_digest(path: Path) -> str:
-    stat = path.stat()
-    digest = hashlib.sha256(f"{stat.st_size}".encode())
-    with path.open("rb") as handle:
-        if stat.st_size <= WHOLE_FILE_BYTES:
-            digest.update(handle.read())
-        else:
-            digest.update(handle.read(EDGE_BYTES))  # a safetensors shard opens with its tensor index
-            handle.seek(-EDGE_BYTES, os.SEEK_END)
-            digest.update(handle.read(EDGE_BYTES))
-    return digest.hexdigest()
-
-
-@lru_cache(maxsize=16)
-def _folder_digest(folder: str, signature: tuple) -> str:
-    # ``signature`` (names, sizes, mtimes) only keys the memo: a changed folder is hashed again.
-    digest = hashlib.sha256()
-    for name, *_ in signature:
-        digest.update(name.encode() + b"\0" + _file_digest(Path(folder) / name).encode())
-    return digest.hexdigest()[:16]
-
-
-def model_files_digest(model: str | Path) -> str:
-    """A digest of a local model folder's files (configs, tokenizer and weights; files above 64 MiB by size,
-    first and last MiB), or ``hub`` for a hub id, which vLLM resolves itself."""
-    folder = Path(model)
-    if not folder.is_dir():
-        return "hub"
-    return _folder_digest(str(folder.resolve()), files_signature(folder))
 
 
 class _Worker:

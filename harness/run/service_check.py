@@ -65,7 +65,7 @@ def vllm_problems(cfg: DictConfig) -> list[str]:
         return [f"reader.vllm={settings!r} is not a mapping; allowed: the engine's settings (reader.vllm.KEY=VALUE)"]
     from dataclasses import fields
 
-    from harness.backends.vllm_engine import (
+    from harness.backends.vllm_setup import (
         PYTHON_ENV,
         VllmSettings,
         VllmUnavailableError,
