@@ -79,6 +79,8 @@ def test_a_stage_is_found_from_its_name_or_from_the_module_that_asks(package):
     assert stage_code.stage_roots("compress", asker="harness.beta.b") == ("harness.beta.b",)
     with pytest.raises(ValueError, match="unknown stage 'compress'"):
         stage_code.stage_roots("compress", asker="tests.something")
+    write(package / "report" / "sub.py", "")  # analysis code is never a stage's
+    assert stage_code.stage_roots("sub") == ("harness.alpha.sub",)
     write(package / "beta" / "sub.py", "")
     with pytest.raises(ValueError, match="several modules"):
         stage_code.stage_roots("sub")
@@ -169,6 +171,18 @@ def test_an_outside_target_module_changes_the_run_identity_when_edited(outside):
     after_packer = edited(outside / "packers.py")
     assert after_packer != first
     assert edited(outside / "helpers.py") != after_packer  # imported by the packer module
+
+
+def test_a_single_file_outside_module_is_hashed(tmp_path, monkeypatch):
+    write(tmp_path / "solo_packer.py", "class Packer:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stage_code.module_fingerprint.cache_clear()
+    first = stage_code.module_fingerprint("solo_packer.Packer")
+    assert len(first) == 64
+    write(tmp_path / "solo_packer.py", "class Packer:\n    budget = 1\n")
+    stage_code.module_fingerprint.cache_clear()
+    assert stage_code.module_fingerprint("solo_packer.Packer") != first
+    stage_code.module_fingerprint.cache_clear()
 
 
 def test_installed_and_missing_outside_modules():

@@ -6,7 +6,8 @@ applies:
 - ``run``: all of harness bar ``RUN_EXCLUDED`` (analysis, sinks, command line, storage);
 - a package or module ``harness.<name>``: ``read`` is every file in harness/read/, ``lm``, ``tree`` likewise;
 - a module of harness named ``<name>`` (``encoder`` is harness/retrieve/encoder.py, ``rerank``, ``pools``
-  is harness/run/pools.py); of two such modules the one that asks wins;
+  is harness/run/pools.py; storage, analysis and sinks never count); of two such modules the one that asks
+  wins, and with neither asking the name is refused as ambiguous;
 - the module that asks (``compress``, asked by harness.pack.llmlingua); a dotted ``harness.…`` name is that
   module or package.
 
@@ -199,8 +200,13 @@ def files_fingerprint(files: Sequence[Path], base: Path | None = None) -> str:
 # ---- stages -------------------------------------------------------------------------------------------
 
 
+def _excluded(module: str) -> bool:
+    """Storage, analysis, sinks and the command line: never a stage's code."""
+    return any(module == e or module.startswith(e + ".") for e in RUN_EXCLUDED)
+
+
 def _modules_named(name: str) -> list[str]:
-    """The harness modules and packages (bar storage) whose last name is ``name``."""
+    """The harness modules and packages whose last name is ``name``, bar those that are never stage code."""
     found = []
     for path in PACKAGE_DIR.rglob(name + ".py"):
         found.append(path)
@@ -208,7 +214,7 @@ def _modules_named(name: str) -> list[str]:
         if (path / "__init__.py").is_file():
             found.append(path / "__init__.py")
     modules = {_module_name(p, _top_dirs()) for p in found if "__pycache__" not in p.parts}
-    return sorted(m for m in modules if not _is_storage(m))
+    return sorted(m for m in modules if not _excluded(m))
 
 
 def stage_roots(stage: str, asker: str | None = None) -> tuple[str, ...]:
