@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import read_records, read_text
 from harness.data.records import RecordContext, peek_id
 from harness.data.validate import RecordChecks
@@ -144,3 +147,19 @@ def load_folder(path: str | Path, *, dataset: str, split: str = "test") -> list[
         )
     checks.finish(len(qrels), len(examples))
     return examples
+
+
+def _dataset_name(path: Path, options: Mapping[str, Any]) -> str:
+    return path.name
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="beir",
+        looks="a BEIR folder: corpus.jsonl, queries.jsonl, qrels/",
+        default_name=_dataset_name,
+        load=load_folder,  # a folder of corpus, queries and judgements, not a list of per-question records
+        default_split=lambda path: "test",
+        detect_path=is_beir_folder,
+    )
+)

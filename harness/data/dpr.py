@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.types import Document, Example
+from harness.data.formats import DatasetFormat, has_keys, register_format
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id
 from harness.text.sentences import split_sentences
 
@@ -74,3 +75,15 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="dpr",
+        looks="DPR retrieval results: question, answers, ctxs",
+        default_name="nq_open",
+        parse=parse_record,
+        id_field=ID_FIELD,
+        detect_record=has_keys("question", "answers", "ctxs"),
+    )
+)

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
+from harness.data.formats import DatasetFormat, Identity, register_format
 from harness.data.records import RecordContext, answers, doc_id_for
 from harness.text.sentences import split_sentences
 
@@ -164,3 +165,25 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
             "bare_url_evidence": bare_urls,
         },
     )
+
+
+def is_expertqa_record(record: dict[str, Any]) -> bool:
+    """A question with answers keyed by system (DPR records, tried first, hold an answer list)."""
+    return {"question", "answers"} <= record.keys() and isinstance(record.get("answers"), dict)
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="expertqa",
+        looks="ExpertQA: question, answers {system: ...}",
+        default_name="expertqa",
+        parse=parse_record,
+        id_field=ID_FIELD,
+        skip_reason=skip_reason,
+        # Records carry no ids: what makes two records the same question is their question and systems.
+        identity=Identity(
+            lambda e: (e.question, e.metadata["systems"]), "record (same question and systems)", "question"
+        ),
+        detect_record=is_expertqa_record,
+    )
+)

@@ -13,20 +13,17 @@ title, and the absent ones are listed in ``metadata["missing_gold_titles"]``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from harness.core.types import Example
-from harness.data.records import (
-    RecordContext,
-    answers,
-    context_paragraphs,
-    documents_from_paragraphs,
-    match_supporting_facts,
-    question_id,
-    supporting_facts,
-)
+from harness.data.formats import DatasetFormat, has_keys, register_format
+from harness.data.records import RecordContext
+from harness.data.supporting_facts import ID_FIELD, supporting_facts_example
 
-ID_FIELD = "_id"
+__all__ = ["FORMAT", "ID_FIELD", "SETTINGS", "parse_record", "supporting_facts_example"]
+
 SETTINGS = ("distractor", "fullwiki")
 
 
@@ -51,48 +48,19 @@ def parse_record(
     )
 
 
-def supporting_facts_example(
-    record: dict[str, Any],
-    ctx: RecordContext,
-    *,
-    dataset: str,
-    split: str,
-    fullwiki: bool = False,
-    hint: str = "",
-    metadata: dict[str, Any] | None = None,
-) -> Example:
-    """An Example from the fields HotpotQA and 2WikiMultiHopQA share (``_id, question, answer, type,
-    supporting_facts, context``), with ``metadata`` added to the supporting sentences.
+def _dataset_name(path: Path, options: Mapping[str, Any]) -> str:
+    return "hotpotqa_fullwiki" if options.get("setting") == "fullwiki" else "hotpotqa"
 
-    Unless ``fullwiki``, a supporting title missing from the context is an error (``hint`` follows its
-    message); with it the context may be empty and the missing titles are listed in the metadata."""
-    qid = question_id(record, ID_FIELD, ctx)
-    question = ctx.text(record, "question")
-    answer = ctx.text(record, "answer")
-    qtype = ctx.get(record, "type", str).strip()
-    facts = supporting_facts(record, ctx)
-    paragraphs = context_paragraphs(record, ctx, allow_empty=fullwiki)
-    gold = match_supporting_facts(qid, paragraphs, facts)
-    if gold.missing_titles and not fullwiki:
-        raise ctx.error(f"supporting title(s) {list(gold.missing_titles)} not in the context{hint}", "supporting_facts")
-    # The record's facts as given (indices past a paragraph's end included): the official sp metrics'
-    # gold set (harness.metrics.support).
-    metadata = {
-        **(metadata or {}),
-        "supporting_sentences": gold.supporting_sentences,
-        "supporting_facts": tuple(facts),
-    }
-    if fullwiki:
-        metadata["missing_gold_titles"] = gold.missing_titles
-    return Example(
-        question_id=qid,
-        question=question,
-        answers=answers(answer, (), ctx, "answer"),
-        gold_doc_ids=gold.gold_doc_ids,
-        documents=documents_from_paragraphs(qid, paragraphs),
-        hops=len(gold.gold_titles),
-        qtype=qtype,
-        split=split,
-        dataset=dataset,
-        metadata=metadata,
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="hotpotqa",
+        looks="HotpotQA: _id, supporting_facts, context",
+        default_name=_dataset_name,
+        parse=parse_record,
+        id_field=ID_FIELD,
+        options=("setting",),
+        # 2WikiMultiHopQA files have these fields too; its format registers first and also needs 'evidences'.
+        detect_record=has_keys("_id", "supporting_facts"),
     )
+)

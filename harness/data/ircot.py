@@ -23,9 +23,12 @@ flags. The oracle packer and the context metrics work on gold documents, which t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from harness.core.types import Document, Example
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.records import RecordContext, doc_id_for, question_id
 from harness.text.sentences import split_sentences
 
@@ -34,6 +37,8 @@ SOURCES = ("hotpotqa", "2wikimultihopqa", "musique")
 KEYS = frozenset({"question_id", "question_text", "answers_objects", "contexts"})  # what identifies the layout
 SUPPORT_LEVEL = "paragraph"
 _DATE_PARTS = ("day", "month", "year")
+# The dataset configs (conf/dataset/) of the ircot layout, which takes ``source``.
+CONFIGS = "dataset=hotpotqa_ircot, 2wikimultihopqa_ircot or musique_ircot"
 
 
 def dataset_name(source: str | None) -> str:
@@ -176,3 +181,26 @@ def _context(qid: str, position: int, context: Any, ctx: RecordContext) -> tuple
         raise ctx.error(f"paragraph {context['title']!r} has no text", field)
     document = Document(doc_id=doc_id_for(qid, position), title=context["title"].strip(), sentences=sentences)
     return document, context["is_supporting"]
+
+
+def _dataset_name(path: Path, options: Mapping[str, Any]) -> str:
+    return dataset_name(options.get("source"))
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    check_source(options.get("source"))
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="ircot",
+        looks="IRCoT's processed format: question_id, question_text, answers_objects, contexts",
+        default_name=_dataset_name,
+        parse=parse_record,
+        id_field=ID_FIELD,
+        options=("source",),
+        check_options=_check_options,
+        configs=CONFIGS,
+        detect_record=KEYS.issubset,
+    )
+)

@@ -3,22 +3,24 @@
 A question's ``documents`` are the chunks of one long text: its paragraphs split into sentences and
 packed into chunks of at most ``chunk_tokens`` tokens (:mod:`harness.text.chunking`), so dense
 retrieval and every tree share the same leaves. Chunk ids are ``<source id>::chunkNNN``. Questions
-are subsampled like every dataset's (:func:`harness.data.sampling.subsample`). A loader is written as
-``read(source, ..., *, chunker, ...)`` and decorated with :func:`long_document_loader`, which adds the
-parameters every long-document dataset config has.
+are subsampled like every dataset's (:func:`harness.data.sampling.subsample`). Each long-document format
+is a registered :class:`harness.data.formats.DatasetFormat` read whole, as a SQuAD file or a BEIR folder
+is: its reader is written as ``read(source, *, dataset, split, chunker, ...)`` and made the format's
+``load`` by :func:`chunked`, which adds the chunking options every long-document dataset config has. The
+public loaders the configs name (``load_qasper``, ...) go through the common loader
+(:func:`load_long_documents`).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from harness.core.types import Document, Example
-from harness.data.sampling import check_sample_size, subsample
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS, Chunk, chunk_paragraphs
 from harness.text.tokens import resolve_token_counter
 
@@ -67,27 +69,32 @@ class Chunker:
         return tuple(document for document, _ in self.chunks(source_id, paragraphs))
 
 
-def long_document_loader(read: Callable[..., list[Example]]) -> Callable[..., list[Example]]:
-    """The loader ``read`` becomes when it also takes ``chunk_tokens``, ``tokenizer`` and ``models_dir``
-    (its :class:`Chunker`, passed to ``read`` as ``chunker``) and ``sample_size`` and ``seed`` (a
-    :func:`subsample` of what it returns). A bad ``sample_size`` fails before any file is read."""
+# The options every long-document format takes: how its texts are chunked (:class:`Chunker`).
+CHUNK_OPTIONS = ("chunk_tokens", "tokenizer", "models_dir")
 
+
+def chunked(read: Callable[..., list[Example]]) -> Callable[..., list[Example]]:
+    """A long-document format's ``load`` (:class:`harness.data.formats.DatasetFormat`) from ``read(source,
+    *, dataset, split, chunker, ...)``: it takes ``chunk_tokens``, ``tokenizer`` and ``models_dir`` in
+    place of ``chunker`` (:data:`CHUNK_OPTIONS`)."""
+
+    @functools.wraps(read)
     def load(
-        *args,
+        source: str | Path,
+        *,
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         tokenizer: str | None = None,
         models_dir: str | Path = ".cache/models",
-        sample_size: int | None = None,
-        seed: int = 0,
-        **kwargs,
+        **options: Any,
     ) -> list[Example]:
-        check_sample_size(sample_size)
-        examples = read(*args, chunker=Chunker(chunk_tokens, tokenizer, models_dir), **kwargs)
-        return subsample(examples, sample_size, seed)
+        return read(source, chunker=Chunker(chunk_tokens, tokenizer, models_dir), **options)
 
-    # help() and Hydra's error messages show the loader's whole parameter list, not *args/**kwargs.
-    shared = [p for p in inspect.signature(load).parameters.values() if p.kind is p.KEYWORD_ONLY]
-    own = inspect.signature(read)
-    functools.update_wrapper(load, read)
-    load.__signature__ = own.replace(parameters=[p for p in own.parameters.values() if p.name != "chunker"] + shared)
     return load
+
+
+def load_long_documents(layout: str, source: str | Path, **arguments: Any) -> list[Example]:
+    """``source`` read as ``layout`` by the loader every dataset config uses
+    (:func:`harness.data.load.load_dataset`): the public loaders of the long-document formats call it."""
+    from harness.data.load import load_dataset  # the loader imports the formats, this module among them
+
+    return load_dataset(source, layout, **arguments)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.types import Document, Example
+from harness.data.formats import DatasetFormat, has_keys, register_format
 from harness.data.records import RecordContext, answers, doc_id_for, question_id
 from harness.text.sentences import split_sentences
 
@@ -93,3 +94,15 @@ def _step(step: Any) -> tuple[str, str]:
     if isinstance(step, dict):
         return (str(step.get("question", "")), str(step.get("answer", "")))
     return (str(step), "")
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="musique",
+        looks="MuSiQue: id, paragraphs, question_decomposition",
+        default_name="musique",
+        parse=parse_record,
+        id_field=ID_FIELD,
+        detect_record=has_keys("paragraphs", "question_decomposition"),
+    )
+)

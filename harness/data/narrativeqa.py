@@ -22,10 +22,12 @@ from pathlib import Path
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import read_text
-from harness.data.longdoc import Chunker, long_document_loader
+from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 
 SPLITS = ("train", "valid", "test")
@@ -90,27 +92,23 @@ def story_paragraphs(raw: str, start: str = "", end: str = "") -> list[str]:
     return [p for p in paragraphs if p]
 
 
-@long_document_loader
-def load_narrativeqa(
+def read_narrativeqa(
     root: str | Path,
-    split: str = "test",
-    context: str = "summaries",
     *,
+    dataset: str,
+    split: str,
     chunker: Chunker,
-    name: str = "narrativeqa",
+    context: str = "summaries",
     stories_dir: str = "tmp",
     summaries_file: str = "third_party/wikipedia/summaries.csv",
 ) -> list[Example]:
-    """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module
-    docstring). ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked;
-    ``sample_size``: a subset drawn with ``seed`` (:func:`long_document_loader`)."""
-    from hydra.utils import to_absolute_path
-
+    """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module docstring):
+    the format's reader."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if context not in CONTEXTS:
         raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
-    root = Path(to_absolute_path(str(root)))
+    root = Path(root)
     if not root.exists():
         raise DatasetNotFoundError(root, "NarrativeQA folder not found")
     if not root.is_dir():
@@ -188,10 +186,55 @@ def load_narrativeqa(
                 hops=0,
                 qtype=kinds.get(doc_id, ""),
                 split=split,
-                dataset=name,
+                dataset=dataset,
                 # answer_type: the answer class for the dynamic tree's annotation classifier; the answers
                 # are free-form, written by annotators from a summary, not spans of the story.
                 metadata={"document_id": doc_id, "context": context, "answer_type": "abstractive"},
             )
         )
     return examples
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="narrativeqa",
+        looks="NarrativeQA: the official repository folder (qaps.csv, documents.csv, third_party/wikipedia/)",
+        default_name="narrativeqa",
+        load=chunked(read_narrativeqa),  # a folder of CSV files and stories, not a list of per-question records
+        default_split=lambda root: "test",
+        options=(*CHUNK_OPTIONS, "context", "stories_dir", "summaries_file"),
+    )
+)
+
+
+def load_narrativeqa(
+    root: str | Path,
+    split: str = "test",
+    context: str = "summaries",
+    *,
+    name: str = "narrativeqa",
+    stories_dir: str = "tmp",
+    summaries_file: str = "third_party/wikipedia/summaries.csv",
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module docstring),
+    through the common loader. ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked
+    (:class:`Chunker`); ``sample_size``: a subset drawn with ``seed``."""
+    return load_long_documents(
+        "narrativeqa",
+        root,
+        name=name,
+        split=split,
+        context=context,
+        stories_dir=stories_dir,
+        summaries_file=summaries_file,
+        chunk_tokens=chunk_tokens,
+        tokenizer=tokenizer,
+        models_dir=models_dir,
+        sample_size=sample_size,
+        seed=seed,
+    )

@@ -23,11 +23,12 @@ from typing import Any
 
 from harness.core.types import Example
 from harness.data.errors import DatasetFormatError
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import check_file, json_record_at, read_text, text_position
-from harness.data.load import split_from_filename
-from harness.data.longdoc import Chunker, long_document_loader
+from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
 from harness.data.records import RecordContext, _kind_name
 from harness.data.validate import RecordChecks
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
@@ -290,30 +291,21 @@ def evidence_as_paragraphs(
     return tuple(matched), tuple(unmatched)
 
 
-@long_document_loader
-def load_qasper(
+def read_qasper(
     path: str | Path,
     *,
+    dataset: str,
+    split: str,
     chunker: Chunker,
-    name: str = "qasper",
-    split: str | None = None,
     include_abstract: bool = False,
     answer_types: list[str] | tuple[str, ...] | None = None,
 ) -> list[Example]:
-    """QASPER questions as Examples (see the module docstring).
-
-    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked; ``sample_size``: a subset
-    drawn with ``seed`` (:func:`long_document_loader`). ``answer_types`` keeps only questions whose first
-    annotator's answer has one of these types.
-    """
-    from hydra.utils import to_absolute_path
-
-    path = check_file(to_absolute_path(str(path)), "QASPER file")
+    """QASPER questions as Examples (see the module docstring): the format's reader."""
+    path = check_file(path, "QASPER file")
     if answer_types is not None:
         unknown = [t for t in answer_types if t not in ANSWER_TYPES]
         if unknown:
             raise ValueError(f"unknown answer_types {unknown}; choose from {ANSWER_TYPES}")
-    split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="papers")
     questions = RecordChecks(path, unit="questions")
@@ -321,8 +313,53 @@ def load_qasper(
         paper = _Paper(path, index, record)
         ctx = RecordContext(path, index, paper.id)
         checks.unique(paper.get("id", str), ctx, "id", what="paper id")
-        for example in paper_examples(paper, chunker, name, split, include_abstract):
+        for example in paper_examples(paper, chunker, dataset, split, include_abstract):
             questions.unique(example.question_id, ctx, "qas", where=f"record {index} (id {paper.id!r})")
             if answer_types is None or example.qtype in answer_types:
                 examples.append(example)
     return examples
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="qasper",
+        looks="QASPER: papers with full_text and qas (one JSON object by paper id, a JSON list or JSON lines)",
+        default_name="qasper",
+        load=chunked(read_qasper),
+        options=(*CHUNK_OPTIONS, "include_abstract", "answer_types"),
+    )
+)
+
+
+def load_qasper(
+    path: str | Path,
+    *,
+    name: str = "qasper",
+    split: str | None = None,
+    include_abstract: bool = False,
+    answer_types: list[str] | tuple[str, ...] | None = None,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """QASPER questions as Examples (see the module docstring), through the common loader.
+
+    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked (:class:`Chunker`);
+    ``sample_size``: a subset drawn with ``seed``. ``answer_types`` keeps only questions whose first
+    annotator's answer has one of these types. ``split`` defaults to the one the file name states.
+    """
+    return load_long_documents(
+        "qasper",
+        path,
+        name=name,
+        split=split,
+        include_abstract=include_abstract,
+        answer_types=answer_types,
+        chunk_tokens=chunk_tokens,
+        tokenizer=tokenizer,
+        models_dir=models_dir,
+        sample_size=sample_size,
+        seed=seed,
+    )

@@ -26,11 +26,12 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import check_file, read_records
-from harness.data.load import split_from_filename
-from harness.data.longdoc import Chunker, long_document_loader
+from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
+from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 
 LETTERS = "ABCDEFGHIJ"
@@ -116,24 +117,18 @@ def _prerelease_questions(record: dict[str, Any], fail) -> list[dict[str, Any]]:
     return out
 
 
-@long_document_loader
-def load_quality(
+def read_quality(
     path: str | Path,
     *,
+    dataset: str,
+    split: str,
     chunker: Chunker,
-    name: str = "quality",
-    split: str | None = None,
     options_in_question: bool = True,
     hard_only: bool = False,
 ) -> list[Example]:
-    """QuALITY questions as Examples (see the module docstring). ``chunk_tokens``, ``tokenizer``,
-    ``models_dir``: how articles are chunked; ``sample_size``: a subset drawn with ``seed``
-    (:func:`long_document_loader`)."""
-    from hydra.utils import to_absolute_path
-
-    path = check_file(to_absolute_path(str(path)), "QuALITY file")
+    """QuALITY questions as Examples (see the module docstring): the format's reader."""
+    path = check_file(path, "QuALITY file")
     records = read_records(path)
-    split = split or split_from_filename(path)
     examples: list[Example] = []
     checks = RecordChecks(path, unit="questions")
     total = labelled = 0
@@ -195,7 +190,7 @@ def load_quality(
                     hops=0,
                     qtype="hard" if q["hard"] else "easy",
                     split=split,
-                    dataset=name,
+                    dataset=dataset,
                     metadata={
                         "options": tuple(o.strip() for o in q["options"]),
                         "gold_index": gold_index,
@@ -213,3 +208,45 @@ def load_quality(
     if not examples:
         raise DatasetFormatError(path, "no hard questions (hard_only=true)")
     return examples
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="quality",
+        looks="QuALITY: JSON lines of an article with its questions (a 'questions' list or questionN fields)",
+        default_name="quality",
+        load=chunked(read_quality),
+        options=(*CHUNK_OPTIONS, "options_in_question", "hard_only"),
+    )
+)
+
+
+def load_quality(
+    path: str | Path,
+    *,
+    name: str = "quality",
+    split: str | None = None,
+    options_in_question: bool = True,
+    hard_only: bool = False,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    tokenizer: str | None = None,
+    models_dir: str | Path = ".cache/models",
+    sample_size: int | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """QuALITY questions as Examples (see the module docstring), through the common loader.
+    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how articles are chunked (:class:`Chunker`);
+    ``sample_size``: a subset drawn with ``seed``. ``split`` defaults to the one the file name states."""
+    return load_long_documents(
+        "quality",
+        path,
+        name=name,
+        split=split,
+        options_in_question=options_in_question,
+        hard_only=hard_only,
+        chunk_tokens=chunk_tokens,
+        tokenizer=tokenizer,
+        models_dir=models_dir,
+        sample_size=sample_size,
+        seed=seed,
+    )

@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
+from harness.data.formats import DatasetFormat, has_keys, register_format
 from harness.data.io import check_file, read_records
 from harness.data.records import RecordContext, answers, doc_id_for, question_id
 
@@ -106,3 +107,23 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
             **{name: record[name] for name in _SCORES if record.get(name) is not None},
         },
     )
+
+
+def is_parquet_file(path: Path) -> bool:
+    """A Parquet path (by suffix) that is not a folder: RAGBench's Hugging Face release."""
+    return path.suffix == ".parquet" and not path.is_dir()
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="ragbench",
+        looks="RAGBench: a Parquet file, or id, question, documents_sentences, all_relevant_sentence_keys, response",
+        default_name="ragbench",
+        parse=parse_record,
+        id_field=ID_FIELD,
+        read=read_rows,
+        skip_reason=skip_reason,
+        detect_path=is_parquet_file,
+        detect_record=has_keys("documents_sentences", "all_relevant_sentence_keys", "response"),
+    )
+)

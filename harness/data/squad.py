@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
+from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import decode_list, read_text, text_position
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
 from harness.data.validate import RecordChecks
@@ -240,3 +241,25 @@ def _question(
         dataset=dataset,
         metadata={"document_id": doc_key, "answerable": not impossible},
     )
+
+
+def looks_like_squad(path: Path) -> bool:
+    """A file opening as SQuAD files do: one object whose first key is "data" or "version" (JSON lines
+    start with a record)."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        # Only sniffing: a bad byte here is reported, with its offset, by the loader that reads the file.
+        head = handle.read(4096).decode("utf-8-sig", errors="replace").lstrip()
+    return re.match(r'\{\s*"(data|version)"\s*:', head) is not None
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="squad",
+        looks='SQuAD-style: one {"data": [...]} object',
+        default_name="covidqa",
+        load=load_file,  # one file of articles, not a list of per-question records
+        detect_path=looks_like_squad,
+    )
+)

@@ -15,8 +15,9 @@ from typing import Any
 
 from harness.core.types import Example
 from harness.data.aliases import ANSWER_ID
-from harness.data.hotpotqa import supporting_facts_example
+from harness.data.formats import DatasetFormat, has_keys, register_format
 from harness.data.records import RecordContext
+from harness.data.supporting_facts import supporting_facts_example
 
 ID_FIELD = "_id"
 
@@ -24,6 +25,11 @@ ID_FIELD = "_id"
 def has_context(record: dict[str, Any]) -> bool:
     """False for rows released without passages (no ``context`` key, or null)."""
     return record.get("context") is not None
+
+
+def skip_reason(record: dict[str, Any]) -> str | None:
+    """Why the loader skips a record by design, completing "records ..."; None to parse it."""
+    return None if has_context(record) else "without 'context'"
 
 
 def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str) -> Example:
@@ -38,3 +44,18 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
             raise ctx.error(f"expected a Wikidata id string, got {type(answer_id).__name__}", ANSWER_ID)
         metadata[ANSWER_ID] = answer_id.strip()  # looked up in dataset.aliases (harness.data.aliases)
     return supporting_facts_example(record, ctx, dataset=dataset, split=split, metadata=metadata)
+
+
+FORMAT = register_format(
+    DatasetFormat(
+        layout="2wiki",
+        looks="2WikiMultiHopQA: _id, supporting_facts, evidences, context",
+        default_name="2wikimultihopqa",
+        parse=parse_record,
+        id_field=ID_FIELD,
+        skip_reason=skip_reason,
+        # 2WikiMultiHopQA adds (subject, relation, object) evidence triples to the HotpotQA fields: it
+        # registers before HotpotQA, so its detector is tried first.
+        detect_record=has_keys("_id", "supporting_facts", "evidences"),
+    )
+)
