@@ -12,8 +12,8 @@ from harness.data.errors import DatasetFormatError
 from harness.data.formats import DatasetFormat, Identity, formats, layouts, register_format
 from harness.data.load import detect_layout, load_dataset, load_examples
 
+# LAYOUTS is read through __getattr__ below.
 __all__ = [
-    "LAYOUTS",
     "DatasetFormat",
     "DatasetFormatError",
     "Identity",
