@@ -73,11 +73,24 @@ def test_scorers_are_applied_in_the_order_named_and_an_unknown_one_is_refused():
     example = qasper_example("anything")
     assert dataset_scores("BERT", example) == {}
     assert dataset_scores("BERT", example, ["qasper_f1"])["qasper_f1"] == 1.0
-    with pytest.raises(ValueError, match=r"unknown dataset scorer\(s\) \['rouge'\]; known: qasper_f1, "):
+    with pytest.raises(ValueError, match=r"unknown dataset scorer 'rouge'; known: qasper_f1, "):
         check_scorers(["rouge"])
+    with pytest.raises(ValueError, match=r"dataset scorer 'no_such_package.length': cannot import 'no_such_package'"):
+        check_scorers(["no_such_package.length"])
     with pytest.raises(TypeError, match="list of scorer names"):
         check_scorers("qasper_f1")
     assert set(DATASET_SCORERS) == {"qasper_f1", "quality_accuracy", "bleu_rouge_meteor"}
+
+
+def test_a_scorer_named_by_its_import_path_needs_no_registration():
+    # Any (prediction, example) -> {column: score} function, named by its import path like any user's.
+    assert check_scorers(["harness.metrics.longform.qasper_f1_scores"]) == (
+        "harness.metrics.longform.qasper_f1_scores",
+    )
+    scores = dataset_scores("BERT", qasper_example("anything"), ["harness.metrics.longform.qasper_f1_scores"])
+    assert scores == dataset_scores("BERT", qasper_example("anything"), ["qasper_f1"])
+    with pytest.raises(ValueError, match="unknown dataset scorer 'harness.metrics.longform.no_such_function'"):
+        check_scorers(["harness.metrics.longform.no_such_function"])
 
 
 def test_config_check_names_an_unknown_scorer_before_anything_loads():

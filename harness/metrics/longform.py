@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections import Counter
@@ -332,22 +333,39 @@ DATASET_SCORERS: dict[str, Callable[[str, Example], dict[str, Any]]] = {
 }
 
 
+def scorer(name: str) -> Callable[[str, Example], dict[str, Any]]:
+    """A built-in scorer by name, or any ``(prediction, example) -> {column: score}`` function by its
+    import path (``mypkg.metrics.answer_length``): a scorer outside the harness needs no registration."""
+    if name in DATASET_SCORERS:
+        return DATASET_SCORERS[name]
+    module_name, _, attribute = name.rpartition(".")
+    if module_name:
+        try:
+            function = getattr(importlib.import_module(module_name), attribute, None)
+        except ImportError as error:
+            raise ValueError(f"dataset scorer {name!r}: cannot import {module_name!r} ({error})") from error
+        if callable(function):
+            return function
+    raise ValueError(
+        f"unknown dataset scorer {name!r}; known: {', '.join(DATASET_SCORERS)}, or a function's import path"
+    )
+
+
 def check_scorers(names: Sequence[str] | None) -> tuple[str, ...]:
     """The scorer names of a dataset config (None: none), refusing an unknown one by name."""
     names = () if names is None else names
     if isinstance(names, str):
         raise TypeError(f"dataset.scorers must be a list of scorer names, got the string {names!r}")
-    unknown = [n for n in names if n not in DATASET_SCORERS]
-    if unknown:
-        raise ValueError(f"unknown dataset scorer(s) {unknown}; known: {', '.join(DATASET_SCORERS)}")
+    for name in names:
+        scorer(name)
     return tuple(names)
 
 
 def dataset_scores(prediction: str, example: Example, scorers: Sequence[str] = ()) -> dict[str, Any]:
     """The dataset's own per-question metrics beside EM/F1, from the scorers its config names: QASPER
     answer F1 (max over annotators), QuALITY multiple-choice correctness, NarrativeQA's BLEU-1/4,
-    ROUGE-L and METEOR."""
+    ROUGE-L and METEOR, or a scorer of the user's named by its import path."""
     scores: dict[str, Any] = {}
     for name in check_scorers(scorers):
-        scores.update(DATASET_SCORERS[name](prediction, example))
+        scores.update(scorer(name)(prediction, example))
     return scores

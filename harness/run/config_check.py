@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.cache.network_fs import POLICIES
 from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
-from harness.metrics.longform import DATASET_SCORERS
+from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
 from harness.run.service_check import LIBPQ_PARAMETERS, SSLMODES, is_vllm_reader, url_problems, vllm_problems
@@ -77,8 +77,16 @@ def _closed(low: float, high: float) -> Callable[[Any], bool]:
     return lambda v: is_number(v) and low <= v <= high
 
 
+def _known_scorer(name: Any) -> bool:
+    try:
+        scorer(str(name))
+    except ValueError:
+        return False
+    return True
+
+
 def _known_scorers(value: Any) -> bool:
-    return isinstance(value, (list, ListConfig)) and all(name in DATASET_SCORERS for name in value)
+    return isinstance(value, (list, ListConfig)) and all(_known_scorer(name) for name in value)
 
 
 RULES = [
@@ -91,7 +99,7 @@ RULES = [
     Rule(
         "dataset.scorers",
         _known_scorers,
-        f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}), or null",
+        f"a list of dataset scorers ({', '.join(DATASET_SCORERS)}, or a function's import path), or null",
         nullable=True,
     ),
     Rule(
