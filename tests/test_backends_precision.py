@@ -51,17 +51,17 @@ def test_an_explicit_dtype_wins(machine):
 
 
 def test_the_reader_identity_holds_the_chosen_dtype(machine):
-    from harness.read.reader import Reader
+    from harness.read.hf import TransformersReader
 
     ids = {}
     for name, cpuinfo in (("avx2", AVX2_ONLY), ("amx", SAPPHIRE_RAPIDS)):
         machine(cpuinfo)
-        reader = Reader(name="r", offline_model="smollm2", dtype="auto", batch_size=8)
+        reader = TransformersReader(name="r", offline_model="smollm2", dtype="auto", batch_size=8)
         ids[name] = reader.reader_id
     assert "|dtype=float32|" in ids["avx2"] and "batch=" not in ids["avx2"]
     # bf16 answers depend on the batch they were read in: the batch size joins the id.
     assert "|dtype=bfloat16|" in ids["amx"] and ids["amx"].endswith("|batch=8")
-    explicit = Reader(name="r", offline_model="smollm2", dtype="float32", batch_size=8).reader_id
+    explicit = TransformersReader(name="r", offline_model="smollm2", dtype="float32", batch_size=8).reader_id
     assert explicit == ids["avx2"]  # auto on an AVX2 machine shares float32's cache entries
 
 

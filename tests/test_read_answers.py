@@ -13,8 +13,12 @@ import pytest
 from harness.cache import TextStore
 from harness.metrics.answers import f1_score
 from harness.read.answers import extract_answer
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 from harness.read.module import clean_answer
-from harness.read.reader import Reader
+from tests.conftest import REPO
+
+MODELS_DIR = REPO / ".cache" / "models"
 
 # (question id, gold answer, raw generation, expected extracted answer)
 REAL_OUTPUTS = [
@@ -332,28 +336,35 @@ def test_extraction_rules(raw, expected):
     assert extract_answer(raw) == expected
 
 
-def test_cached_answers_are_re_extracted_from_the_raw_generation(tmp_path):
-    # An entry written under the old first-line rule replays with the current extraction; no model loads.
-    reader = Reader(
+def cached_reader(tmp_path) -> TransformersReader:
+    """A reader whose answers are all in its cache: only its tokenizer loads (to render the keys' prompts)."""
+    return TransformersReader(
         name="cached",
-        pretrained=str(tmp_path / "no-weights-needed"),
+        pretrained=str(MODELS_DIR / "SmolLM2-135M-Instruct"),
+        offline_model="smollm2",
+        models_dir=str(MODELS_DIR),
         dtype="float32",
         cache_dir=str(tmp_path),
         show_progress=False,
     )
-    prompts = ["p-lead-in", "p-prefix", "p-answer-only"]
+
+
+def test_cached_answers_are_re_extracted_from_the_raw_generation(tmp_path):
+    # An entry written under the old first-line rule replays with the current extraction; no model loads.
+    reader = cached_reader(tmp_path)
+    lead_in, prefix, answer_only = prompts = [PromptRequest(q, "") for q in ("p-lead-in", "p-prefix", "p-answer-only")]
     store = TextStore(tmp_path / "responses.sqlite", table="responses")
     store.put_texts(
         {
-            reader.cache_key("p-lead-in"): {
+            reader.cache_key(lead_in): {
                 "answer": "The language models are:",
                 "raw": "The language models are:\nGPT-2",
             },
-            reader.cache_key("p-prefix"): {"answer": "The answer is: Oslo", "raw": "The answer is: Oslo"},
-            reader.cache_key("p-answer-only"): {"answer": "Bergen"},
+            reader.cache_key(prefix): {"answer": "The answer is: Oslo", "raw": "The answer is: Oslo"},
+            reader.cache_key(answer_only): {"answer": "Bergen"},
         }
     )
-    responses = reader.responses(prompts + ["p-prefix"])
+    responses = reader.responses([*prompts, prefix])
     assert [r["answer"] for r in responses] == ["GPT-2", "Oslo", "Bergen", "Oslo"]
     assert [r["raw"] for r in responses] == [
         "The language models are:\nGPT-2",
@@ -366,14 +377,8 @@ def test_cached_answers_are_re_extracted_from_the_raw_generation(tmp_path):
 
 
 def test_a_malformed_cache_entry_names_its_key(tmp_path):
-    reader = Reader(
-        name="cached",
-        pretrained=str(tmp_path / "no-weights-needed"),
-        dtype="float32",
-        cache_dir=str(tmp_path),
-        show_progress=False,
-    )
-    key = reader.cache_key("p")
+    reader = cached_reader(tmp_path)
+    key = reader.cache_key(PromptRequest("p", ""))
     TextStore(tmp_path / "responses.sqlite", table="responses").put_texts({key: {"text": "Paris"}})
     with pytest.raises(ValueError, match=key):
-        reader.answer(["p"])
+        reader.answer([PromptRequest("p", "")])

@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.backends.precision import machine_dtype
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 from tests.conftest import REPO, SHARED_DATA
 
 MODELS = REPO / ".cache" / "models"
@@ -17,7 +18,7 @@ HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
 def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12):
-    return Reader(
+    return TransformersReader(
         name="smollm2",
         offline_model="smollm2",
         pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
@@ -45,8 +46,9 @@ def test_half_precision_puts_the_batch_size_into_the_reader_id():
 def test_float32_ids_and_cache_keys_ignore_the_batch_size():
     ids = {reader("float32", b).reader_id for b in (1, 4, 8, 16)} | {reader("fp32", 8).reader_id}
     assert len(ids) == 1 and "batch=" not in ids.pop()
-    assert reader("float32", 1).cache_key("p") == reader("float32", 8).cache_key("p")
-    assert reader("bfloat16", 1).cache_key("p") != reader("bfloat16", 8).cache_key("p")
+    request = PromptRequest("p", "")
+    assert reader("float32", 1).cache_key(request) == reader("float32", 8).cache_key(request)
+    assert reader("bfloat16", 1).cache_key(request) != reader("bfloat16", 8).cache_key(request)
 
 
 def test_the_offline_reader_lets_the_machine_choose_its_precision():
@@ -62,8 +64,8 @@ def test_float32_answers_are_the_same_at_batch_1_and_batch_4():
     for ex in examples:
         gold = {title for title, _ in ex["supporting_facts"]}
         context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in ex["context"] if t in gold)
-        prompts.append(one.render_prompt(ex["question"], context))
-    lengths = {one.count_prompt_tokens(p) for p in prompts}
+        prompts.append(PromptRequest(ex["question"], context))
+    lengths = {one.count_prompt_tokens(one.render(p)) for p in prompts}
     assert len(lengths) == len(prompts)  # all different, so every batch of 4 left-pads
     four = reader("float32", 4)
     assert four.responses(prompts) == one.responses(prompts)  # raw generations too, not only the extracted answers

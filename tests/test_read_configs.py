@@ -10,8 +10,10 @@ from omegaconf import OmegaConf
 
 from harness.backends.offline_models import ensure_offline_model
 from harness.backends.precision import machine_dtype
+from harness.read.base import PromptRequest, Reader
+from harness.read.llama_cpp import LlamaCppReader
+from harness.read.local import LocalReader
 from harness.read.prompt import PromptTemplate
-from harness.read.reader import Reader
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -54,13 +56,13 @@ def test_all_published_readers_have_a_config():
 @pytest.mark.parametrize("reader_name", sorted(set(READER_CONFIGS) - SERVER_READERS))
 def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_path):
     reader = instantiate(minimal_cfg(reader_name, tmp_path).reader)
-    assert isinstance(reader, Reader)
+    assert isinstance(reader, LocalReader) and isinstance(reader, Reader)
     assert isinstance(reader.prompt, PromptTemplate)
     assert reader.prompt.instruction.startswith("Answer the question using the context.")
     assert reader.cache.path == tmp_path / "responses.sqlite"
     assert reader._module is None and reader._tokenizer is None
     backend_field = {"llama_cpp": "|backend=llama_cpp|gguf=", "vllm": "|backend=vllm|files="}.get(
-        reader.backend, "|dtype="
+        type(reader).backend, "|dtype="
     )
     assert reader.reader_id.startswith(reader.model_id + backend_field)
 
@@ -75,7 +77,7 @@ def test_published_settings(tmp_path):
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
     # No reader config pins a thread count: null takes this job's share of the CPUs (harness.core.threads).
     assert all(getattr(r, "torch_threads", None) is None for r in readers.values())
-    assert all(r.llama_cpp.n_threads is None for r in readers.values() if getattr(r, "backend", "") == "llama_cpp")
+    assert all(r.llama_cpp.n_threads is None for r in readers.values() if isinstance(r, LlamaCppReader))
     assert default.spec.pretrained == str(MODELS_DIR / "SmolLM2-135M-Instruct")
     for big in ("qwen2.5_14b", "qwen2.5_32b"):
         assert (readers[big].spec.quantization, readers[big].spec.device_map) == ("nf4", "auto")
@@ -91,7 +93,7 @@ def test_published_settings(tmp_path):
 
 def test_default_reader_counts_tokens_before_any_weights_load(smollm2_folder, tmp_path):
     reader = instantiate(minimal_cfg("smollm2_135m", tmp_path).reader)
-    prompt = reader.render_prompt("Who wrote Hamlet?", "William Shakespeare wrote Hamlet.")
+    prompt = reader.render(PromptRequest("Who wrote Hamlet?", "William Shakespeare wrote Hamlet."))
     assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
     assert reader.count_prompt_tokens(prompt) > reader.token_counter.count("William Shakespeare wrote Hamlet.")
     assert reader._module is None

@@ -9,14 +9,15 @@ import sys
 
 import pytest
 
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 from tests.conftest import REPO
 
 MODELS = REPO / ".cache" / "models"
 
 
 def reader(cache_dir, name="smollm2-ddp", batch_size=8, **trainer):
-    return Reader(
+    return TransformersReader(
         name=name,
         offline_model="smollm2",
         pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
@@ -31,10 +32,10 @@ def reader(cache_dir, name="smollm2-ddp", batch_size=8, **trainer):
     )
 
 
-def questions(single: Reader, count: int) -> list[str]:
+def questions(count: int) -> list[PromptRequest]:
     # Varied lengths, so length sorting and left padding really act.
     return [
-        single.render_prompt(
+        PromptRequest(
             f"Who founded company {i}?",
             f"Company {i} was founded by Ada {i}son in 19{i % 10}0." + " It grew." * (i % 4),
         )
@@ -63,7 +64,7 @@ def test_auto_with_several_devices_spawns_and_one_device_stays_in_process(tmp_pa
 @pytest.mark.slow
 def test_two_processes_answer_what_one_process_answers(tmp_path):
     single = reader(tmp_path / "single", devices=1)
-    prompts = questions(single, 17)
+    prompts = questions(17)
     expected = single.answer(prompts)
     assert single.generated == 17
 

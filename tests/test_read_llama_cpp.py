@@ -17,7 +17,10 @@ from harness.backends.gguf_ladder import (
     sha256_file,
 )
 from harness.backends.offline_models import OFFLINE_MODELS, OfflineModel, PartPackage, gguf_path
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
+from harness.read.llama_cpp import LlamaCppReader
+from harness.read.local import LocalReader
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / ".cache/models"
@@ -157,19 +160,18 @@ def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
 # ---- reader identity -------------------------------------------------------------------------------
 
 
-def reader(backend="llama_cpp", cache_dir=None, **kwargs) -> Reader:
+def reader(cls: type[LocalReader] = LlamaCppReader, cache_dir=None, **kwargs) -> LocalReader:
     settings = {
         "name": "t",
         "offline_model": "smollm2",
         "models_dir": str(MODELS_DIR),
-        "backend": backend,
         "cache_dir": cache_dir,
         "show_progress": False,
         "max_new_tokens": 12,
         "batch_size": 2,
     }
     settings.update(kwargs)
-    return Reader(**settings)
+    return cls(**settings)
 
 
 def test_cache_key_changes_with_backend_weights_and_decoding():
@@ -180,18 +182,22 @@ def test_cache_key_changes_with_backend_weights_and_decoding():
         f"offline:smollm2|backend=llama_cpp|gguf=SmolLM2-135M-Instruct.Q4_1.gguf:{sha256_file(package_gguf)}"
         "|quant=Q4_1|decode=greedy|max_new_tokens=12|slots=1"
     )
+    # The key of a rendered prompt (no tokenizer needed): the reader's identity, the read code, the prompt.
     keys = {
-        "base": base.cache_key(prompt),
+        "base": base.response_cache.key(prompt),
         "transformers": reader(
-            backend="transformers", pretrained=str(MODELS_DIR / "SmolLM2-135M-Instruct"), dtype="float32"
-        ).cache_key(prompt),
-        "longer": reader(max_new_tokens=13).cache_key(prompt),
-        "slots": reader(llama_cpp={"n_parallel": 4}).cache_key(prompt),
-        "other weights": reader(offline_model="qwen2.5-coder-0.5b").cache_key(prompt),
+            TransformersReader, pretrained=str(MODELS_DIR / "SmolLM2-135M-Instruct"), dtype="float32"
+        ).response_cache.key(prompt),
+        "longer": reader(max_new_tokens=13).response_cache.key(prompt),
+        "slots": reader(llama_cpp={"n_parallel": 4}).response_cache.key(prompt),
+        "other weights": reader(offline_model="qwen2.5-coder-0.5b").response_cache.key(prompt),
     }
     assert len(set(keys.values())) == len(keys)
     # Batch size and threads do not change a greedy answer's identity.
-    assert reader(batch_size=7, llama_cpp={"n_threads": 2}).cache_key(prompt) == keys["base"]
+    assert reader(batch_size=7, llama_cpp={"n_threads": 2}).response_cache.key(prompt) == keys["base"]
+    # A request's key is that of its rendered prompt.
+    request = PromptRequest("Who wrote Hamlet?", "")
+    assert base.cache_key(request) == base.response_cache.key(base.render(request))
     # The same GGUF given by path: hashed, its format read from the file.
     by_path = reader(offline_model=None, gguf=str(package_gguf))
     assert by_path.model_id == "gguf:SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -199,8 +205,6 @@ def test_cache_key_changes_with_backend_weights_and_decoding():
 
 
 def test_llama_cpp_settings_are_validated():
-    with pytest.raises(ValueError, match="unknown backend 'mlc'"):
-        reader(backend="mlc")
     with pytest.raises(ValueError, match=r"unknown llama_cpp settings \['n_gpu'\]"):
         reader(llama_cpp={"n_gpu": 1})
     with pytest.raises(ValueError, match="n_parallel must be a positive integer"):
@@ -211,6 +215,10 @@ def test_llama_cpp_settings_are_validated():
         reader(trainer={"devices": 2})
     with pytest.raises(ValueError, match="needs `gguf`"):
         reader(offline_model=None)
+    with pytest.raises(ValueError, match="not both"):
+        reader(gguf=str(gguf_path("smollm2")))
+    with pytest.raises(ValueError, match="GGUF's own quantization"):
+        reader(quantization="nf4")
 
 
 # ---- real generation -------------------------------------------------------------------------------
@@ -220,9 +228,9 @@ def test_llama_cpp_settings_are_validated():
 def smollm2_prompts():
     r = reader()
     return r, [
-        r.render_prompt("What is the capital of France?", "Paris is the capital and largest city of France."),
-        r.render_prompt("Who wrote Hamlet?", "Hamlet is a tragedy written by William Shakespeare."),
-        r.render_prompt("What colour is the sky?", "On a clear day the sky is blue."),
+        PromptRequest("What is the capital of France?", "Paris is the capital and largest city of France."),
+        PromptRequest("Who wrote Hamlet?", "Hamlet is a tragedy written by William Shakespeare."),
+        PromptRequest("What colour is the sky?", "On a clear day the sky is blue."),
     ]
 
 
@@ -238,7 +246,7 @@ def test_llama_cpp_reader_answers_through_lightning_and_the_cache(smollm2_prompt
 
     # llama.cpp tokenises the rendered text into exactly the ids the harness counted.
     server = first.module.backend.server
-    for prompt in prompts:
+    for prompt in map(first.render, prompts):
         usage = server.handle_completions({"prompt": prompt, "max_tokens": 1, "temperature": 0})["usage"]
         assert usage["prompt_tokens"] == first.count_prompt_tokens(prompt)
 
@@ -252,10 +260,10 @@ def test_llama_cpp_reader_answers_through_lightning_and_the_cache(smollm2_prompt
 
 
 def test_a_prompt_longer_than_the_slot_context_is_refused(smollm2_prompts):
-    _, prompts = smollm2_prompts
+    _, requests = smollm2_prompts
     small = reader(llama_cpp={"n_ctx": 40})
     with pytest.raises(ValueError, match=r"does not fit llama_cpp.n_ctx=40 with max_new_tokens=12"):
-        small.module.backend.encode(prompts)
+        small.module.backend.encode([small.render(r) for r in requests])
 
 
 @pytest.mark.slow
@@ -265,6 +273,7 @@ def test_a_prompt_longer_than_the_slot_context_is_refused(smollm2_prompts):
 )
 def test_qwen_0_5b_rung_answers_a_grounded_question(tmp_path):
     qwen = reader(offline_model="qwen2.5-coder-0.5b", cache_dir=tmp_path, max_new_tokens=8)
-    prompt = qwen.render_prompt("Which river flows through Vienna?", "Vienna lies on the Danube, Austria's main river.")
+    request = PromptRequest("Which river flows through Vienna?", "Vienna lies on the Danube, Austria's main river.")
+    prompt = qwen.render(request)
     assert prompt.startswith("<|im_start|>system") and prompt.endswith("<|im_start|>assistant\n")
-    assert "danube" in qwen.answer([prompt])[0].lower()
+    assert "danube" in qwen.answer([request])[0].lower()

@@ -11,8 +11,9 @@ import torch
 
 from harness.backends.loading import load_reader, load_tokenizer, quantization_config, resolve_dtype
 from harness.backends.offline_models import ensure_offline_model, is_converted, offline_model_spec
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 from harness.read.module import ReaderModule
-from harness.read.reader import Reader
 
 # The folder the default reader config uses, so tests and runs share one conversion.
 MODEL_FOLDER = Path(__file__).resolve().parents[1] / ".cache/models/SmolLM2-135M-Instruct"
@@ -67,7 +68,7 @@ def test_nf4_config_uses_double_quantization_and_the_compute_dtype():
 )
 def test_reader_rejects_bad_settings_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        Reader(name="r", **kwargs)
+        TransformersReader(name="r", **kwargs)
 
 
 def test_unfinished_folders_are_not_mistaken_for_a_model(tmp_path):
@@ -112,7 +113,7 @@ def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path
     assert type(model).__name__ == "T5ForConditionalGeneration"
     assert tokenizer.padding_side == "right"  # only causal LMs need left padding
 
-    reader = Reader(
+    reader = TransformersReader(
         name="t5",
         pretrained=str(tiny_t5_folder),
         dtype="float32",
@@ -122,9 +123,10 @@ def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path
         show_progress=False,
         torch_threads=1,
     )
-    prompt = reader.render_prompt("Who?", "Ann did.")
+    request = PromptRequest("Who?", "Ann did.")
+    prompt = reader.render(request)
     assert prompt.endswith("Question: Who?\nAnswer:") and reader.add_special_tokens
-    answers = reader.answer([prompt, prompt + " ", prompt])
+    answers = reader.answer([request, PromptRequest("Who?", "Ann did it."), request])
     assert len(answers) == 3 and all(isinstance(a, str) for a in answers) and answers[0] == answers[2]
     assert reader.generated == 2
 
@@ -139,7 +141,7 @@ def test_encoder_decoder_reader_uses_seq2seq_generation(tiny_t5_folder, tmp_path
 @pytest.mark.slow
 def test_nf4_reader_generates_on_cpu(smollm2_folder, tmp_path):
     # bitsandbytes NF4 on CPU: quantizing at load time takes ~15 s on an idle 2-core machine.
-    reader = Reader(
+    reader = TransformersReader(
         name="smollm2-nf4",
         pretrained=str(smollm2_folder),
         offline_model="smollm2",
@@ -150,8 +152,7 @@ def test_nf4_reader_generates_on_cpu(smollm2_folder, tmp_path):
         torch_threads=1,
     )
     assert "quant=nf4" in reader.reader_id
-    prompt = reader.render_prompt("What is the capital of France?", "Paris is the capital of France.")
-    answers = reader.answer([prompt])
+    answers = reader.answer([PromptRequest("What is the capital of France?", "Paris is the capital of France.")])
     assert answers[0].strip()
     layers = collections.Counter(type(m).__name__ for m in reader.module.generator.modules())
     assert layers["Linear4bit"] == 30 * 7  # every attention and MLP projection of the 30 layers

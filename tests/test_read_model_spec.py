@@ -14,11 +14,13 @@ from harness.cache import TextStore, stable_hash
 from harness.cache.fingerprint import code_fingerprint
 from harness.lm.base import CachedChatLM
 from harness.lm.local import LocalChatLM
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 from harness.read.server import ServerReader
-from tests.conftest import compose_cfg
+from tests.conftest import REPO, compose_cfg
 
 MODEL_KEYS = set(ModelSpec.keys())
+MODELS_DIR = REPO / ".cache/models"
 
 
 # ---- the shared model spec ------------------------------------------------------------------------------
@@ -30,7 +32,7 @@ def test_reader_and_tree_lm_read_the_same_model_keys_into_one_spec(reader, lm):
     for node in (cfg.reader, cfg.tree.lm):
         assert {"pretrained", "dtype", "quantization", "device_map", "trust_remote_code"} <= set(node)
     built_reader, built_lm = instantiate(cfg.reader), instantiate(cfg.tree.lm)  # weights load lazily
-    assert isinstance(built_reader, Reader) and isinstance(built_lm, LocalChatLM)
+    assert isinstance(built_reader, TransformersReader) and isinstance(built_lm, LocalChatLM)
     for built, node, defaults in (
         (built_reader, cfg.reader, {}),
         (built_lm, cfg.tree.lm, {"offline_model": "smollm2"}),
@@ -38,20 +40,22 @@ def test_reader_and_tree_lm_read_the_same_model_keys_into_one_spec(reader, lm):
         assert built.spec == ModelSpec.from_config({k: v for k, v in node.items() if k in MODEL_KEYS}, **defaults)
     # The same keys with the same values make the same spec, whichever component reads them.
     same = {k: v for k, v in cfg.reader.items() if k in MODEL_KEYS}
-    assert Reader(name="r", **same).spec == LocalChatLM(**{"offline_model": None, **same}).spec
+    assert TransformersReader(name="r", **same).spec == LocalChatLM(**{"offline_model": None, **same}).spec
 
 
 def test_the_spec_keeps_both_model_ids_as_they_were():
-    reader = Reader(name="r", offline_model="smollm2", pretrained="/somewhere/SmolLM2", dtype="float32")
+    reader = TransformersReader(name="r", offline_model="smollm2", pretrained="/somewhere/SmolLM2", dtype="float32")
     assert reader.reader_id.startswith("offline:smollm2|dtype=float32|quant=none|")
-    assert Reader(name="r", pretrained="org/model", dtype="bf16", batch_size=1).model_id == "org/model"
+    assert TransformersReader(name="r", pretrained="org/model", dtype="bf16", batch_size=1).model_id == "org/model"
     lm = LocalChatLM(pretrained="/somewhere/SmolLM2", dtype="float32", max_input_tokens=64)
     assert lm.model_id == "offline:smollm2|dtype=float32|quant=None|max_in=64"  # offline_model defaults to smollm2
     hub = LocalChatLM(pretrained="org/chat", offline_model=None, trust_remote_code=True)
     assert hub.model_id == "org/chat|dtype=bfloat16|quant=None|max_in=None" and hub.spec.trust_remote_code
 
 
-@pytest.mark.parametrize("make", [lambda **kw: Reader(name="r", **kw), lambda **kw: LocalChatLM(name="r", **kw)])
+@pytest.mark.parametrize(
+    "make", [lambda **kw: TransformersReader(name="r", **kw), lambda **kw: LocalChatLM(name="r", **kw)]
+)
 def test_bad_model_settings_are_refused_by_name_for_both(make):
     with pytest.raises(TypeError, match=r"r'?: unknown model settings \['dtpye'\]"):
         make(pretrained="x", dtpye="float32")
@@ -130,24 +134,31 @@ class EchoLM(CachedChatLM):
 
 
 def test_the_three_owners_store_under_their_old_keys(tmp_path):
-    prompt = "Question: where?"
-    reader = Reader(name="r", pretrained="org/model", dtype="float32", cache_dir=tmp_path)
+    request = PromptRequest("where?", "")
+    reader = TransformersReader(
+        name="r", offline_model="smollm2", models_dir=str(MODELS_DIR), dtype="float32", cache_dir=tmp_path
+    )
+    prompt = reader.render(request)
 
     def generate(prompts, keys):  # commits as the predict loop's ResponseCacheWriter does
-        new = {k: {"answer": p, "raw": p} for p, k in zip(prompts, keys, strict=False)}
+        new = {k: {"answer": reader.render(r), "raw": reader.render(r)} for r, k in zip(prompts, keys, strict=False)}
         reader.cache.put_texts(new)
         return new
 
     reader._generate = generate
-    reader.answer([prompt])
+    reader.answer([request])
     old_key = stable_hash(reader.reader_id, code_fingerprint("read"), prompt)
-    assert reader.cache_key(prompt) == old_key and set(reader.cache.get_texts([old_key])) == {old_key}
-    assert reader.generated == 1 and reader.answer([prompt]) == [prompt] and reader.generated == 1
+    assert reader.cache_key(request) == old_key and set(reader.cache.get_texts([old_key])) == {old_key}
+    assert reader.generated == 1 and reader.responses([request])[0]["raw"] == prompt and reader.generated == 1
 
-    server = ServerReader(name="s", model="m", offline_model="smollm2", cache_dir=tmp_path)
-    assert server.cache_key(prompt) == stable_hash(server.reader_id, code_fingerprint("read"), prompt)
-    server.response_cache.put({server.cache_key(prompt): {"answer": "a", "raw": "Oslo"}})
-    assert server.responses([prompt]) == [{"answer": "Oslo", "raw": "Oslo"}] and server.generated == 0
+    server = ServerReader(name="s", model="m", offline_model="smollm2", models_dir=MODELS_DIR, cache_dir=tmp_path)
+    assert server.render(request) == prompt
+    assert server.cache_key(request) == stable_hash(server.reader_id, code_fingerprint("read"), prompt)
+    server.response_cache.put({server.cache_key(request): {"answer": "a", "raw": "Oslo"}})
+    assert server.responses([request]) == [{"answer": "Oslo", "raw": "Oslo"}] and server.generated == 0
+    chat = ServerReader(name="c", model="m", endpoint="chat", offline_model="smollm2", models_dir=MODELS_DIR)
+    messages = chat.prompt.build_messages("where?", "")
+    assert chat.cache_key(request) == stable_hash(chat.reader_id, code_fingerprint("read"), prompt, messages)
 
     lm = EchoLM(name="e", model_id="m", system_prompt="Be brief.", cache_dir=tmp_path)
     assert lm.chat([prompt], 7) == [prompt[::-1]]

@@ -9,7 +9,8 @@ import pytest
 from harness.backends.offline_models import ensure_offline_model
 from harness.cache import TextStore
 from harness.read.answers import extract_answer
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
 
 # The folder the default reader config uses, so tests and runs share one conversion.
 MODEL_FOLDER = Path(__file__).resolve().parents[1] / ".cache/models/SmolLM2-135M-Instruct"
@@ -25,8 +26,10 @@ def smollm2_folder() -> Path:
     return ensure_offline_model("smollm2", MODEL_FOLDER)
 
 
-def make_reader(folder: Path, cache_dir, batch_size: int, dtype: str = "float32", max_new_tokens: int = 10) -> Reader:
-    return Reader(
+def make_reader(
+    folder: Path, cache_dir, batch_size: int, dtype: str = "float32", max_new_tokens: int = 10
+) -> TransformersReader:
+    return TransformersReader(
         name="smollm2-test",
         pretrained=str(folder),
         offline_model="smollm2",
@@ -42,10 +45,10 @@ def make_reader(folder: Path, cache_dir, batch_size: int, dtype: str = "float32"
 @pytest.fixture(scope="module")
 def prompts(smollm2_folder, tmp_path_factory):
     reader = make_reader(smollm2_folder, None, 1)
-    rendered = [reader.render_prompt(q, c) for q, c in QUESTIONS]
+    requests = [PromptRequest(q, c) for q, c in QUESTIONS]
     # Different lengths, so the batched run really left-pads the shorter prompt.
-    assert len({reader.count_prompt_tokens(p) for p in rendered}) == 2
-    return rendered
+    assert len({reader.count_prompt_tokens(reader.render(r)) for r in requests}) == 2
+    return requests
 
 
 def test_batched_greedy_answers_equal_one_at_a_time_and_the_cache_answers_repeats(smollm2_folder, prompts, tmp_path):
@@ -120,7 +123,7 @@ def test_bfloat16_reader_answers_a_batch(smollm2_folder, prompts):
 
 def test_predict_step_returns_keyed_extracted_answers(smollm2_folder, prompts):
     reader = make_reader(smollm2_folder, None, batch_size=2, max_new_tokens=6)
-    rows = reader.module.predict_step({"keys": ["a", "b"], "prompts": prompts}, 0)
+    rows = reader.module.predict_step({"keys": ["a", "b"], "prompts": [reader.render(r) for r in prompts]}, 0)
     assert [r["prompt_key"] for r in rows] == ["a", "b"]
     for row in rows:
         assert row["answer"] and "\n" not in row["answer"] and row["answer"] == row["answer"].strip()

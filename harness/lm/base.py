@@ -15,7 +15,6 @@ from typing import Any
 
 from harness.backends.response_cache import ResponseCache
 from harness.cache import TextStore, stable_hash
-from harness.cache.fingerprint import code_fingerprint
 from harness.core.protocols import ChatLM
 
 __all__ = ["CACHE_FILE", "CachedChatLM", "ChatLM", "build_chat_lm"]
@@ -40,7 +39,13 @@ class CachedChatLM(ABC):
         self.model_id = model_id
         self.system_prompt = system_prompt or ""
         self.cache = TextStore(Path(cache_dir) / CACHE_FILE, table="lm_responses") if cache_dir else None
-        self.response_cache: ResponseCache[str] = ResponseCache(self.cache, memory=True)
+        # The backend code (harness/lm and what it imports) is part of the answer's identity.
+        self.response_cache: ResponseCache[str] = ResponseCache(
+            self.cache,
+            memory=True,
+            identity=lambda: (self.backend, self.model_id, self.system_prompt),
+            stage="lm",
+        )
         self.calls = 0
         self.requests = 0
         self.prompt_tokens = 0
@@ -51,10 +56,7 @@ class CachedChatLM(ABC):
         return f"{self.backend}|{self.model_id}|system={stable_hash(self.system_prompt)[:12]}"
 
     def cache_key(self, prompt: str, max_new_tokens: int) -> str:
-        # The backend code (harness/lm and what it imports) is part of the answer's identity.
-        return stable_hash(
-            self.backend, self.model_id, self.system_prompt, code_fingerprint("lm"), prompt, int(max_new_tokens)
-        )
+        return self.response_cache.key(prompt, int(max_new_tokens))
 
     def chat(self, prompts: list[str], max_new_tokens: int) -> list[str]:
         prompts = list(prompts)

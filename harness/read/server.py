@@ -5,8 +5,10 @@ folder of the served model's tokenizer), so the context budget is measured in th
 point it at the served model's own tokenizer, or the budget counts something else.
 
 ``endpoint: completions`` (the default) sends exactly the text that was rendered and counted to
-``/v1/completions``; ``endpoint: chat`` sends the question's messages to ``/v1/chat/completions`` and
-the server applies its own chat template, so what the model reads may differ from what was counted.
+``/v1/completions``; ``endpoint: chat`` sends the request's messages (built from its question and
+context, system message included) to ``/v1/chat/completions`` and the server applies its own chat
+template, so what the model reads may differ from what was counted. What is sent is a function of the
+request alone: nothing is kept between rendering a prompt and sending it.
 Each response's ``usage.prompt_tokens`` is compared with the local count, and disagreements are counted
 in ``prompt_token_mismatches`` and logged.
 
@@ -27,18 +29,11 @@ from typing import Any
 from harness.backends.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.backends.loading import ModelSpec
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
-from harness.backends.response_cache import ResponseCache
-from harness.cache import TextStore, stable_hash
-from harness.cache.fingerprint import code_fingerprint
+from harness.cache import stable_hash
 from harness.core import signals
-from harness.read.prompt import (
-    PromptTemplate,
-    add_special_tokens_for,
-    as_template,
-    count_prompt_tokens,
-    count_prompt_tokens_many,
-)
-from harness.text.tokens import TokenCounter
+from harness.read.answers import extract_answer
+from harness.read.base import PromptRequest, Reader, Response
+from harness.read.prompt import PromptTemplate
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +43,9 @@ ENDPOINTS = {"completions": "completions", "chat": "chat/completions"}
 CLIENT_DEFAULTS = {"base_url": "http://127.0.0.1:8080/v1", "timeout_s": 120.0}
 
 
-def _clean(raw: str) -> str:
-    # The local reader's answer extraction, so a server reader and a local one score alike.
-    from harness.read.module import clean_answer
-
-    return clean_answer(raw)
-
-
-def _cached_raw(key: str, entry: Any) -> str | None:
-    return entry["raw"] if isinstance(entry, Mapping) and isinstance(entry.get("raw"), str) else None
-
-
-class ServerReader:
-    """The ``Reader`` interface (``render_prompt``, ``count_prompt_tokens``, ``token_counter``, ``answer``,
-    ``responses``) over an OpenAI-compatible server, behind the same response cache. The remaining
-    keyword arguments are the HTTP client's (:class:`harness.backends.http.OpenAICompatClient`)."""
+class ServerReader(Reader):
+    """A :class:`harness.read.base.Reader` over an OpenAI-compatible server, behind the same response
+    cache. The remaining keyword arguments are the HTTP client's (:class:`harness.backends.http.OpenAICompatClient`)."""
 
     def __init__(
         self,
@@ -101,7 +84,7 @@ class ServerReader:
             raise ValueError(f"reader {name!r}: concurrency must be >= 1, got {concurrency}")
         if temperature < 0:
             raise ValueError(f"reader {name!r}: temperature must be >= 0, got {temperature}")
-        self.name = name
+        super().__init__(name, max_new_tokens=max_new_tokens, prompt=prompt, cache_dir=cache_dir)
         self.model = str(model)
         self.endpoint = endpoint
         # An explicit tokenizer wins; the packaged offline model is the fallback (the offline demo).
@@ -111,27 +94,16 @@ class ServerReader:
             models_dir=models_dir,
             trust_remote_code=trust_remote_code,
         )
-        self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.stop = list(stop) if stop else []
         self.concurrency = int(concurrency)
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
-        self.prompt = as_template(prompt)
         self.http = OpenAICompatClient(
             **{**CLIENT_DEFAULTS, **client}, name=f"reader {name!r}", max_connections=self.concurrency
         )
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        self.cache = TextStore(self.cache_dir / "responses.sqlite", table="responses") if cache_dir else None
-        self.response_cache = ResponseCache(self.cache, decode=_cached_raw)
-        self.generated = 0  # distinct prompts actually sent and answered
-        self.requested = 0  # prompts asked for, repeats included
         self.prompt_token_mismatches = 0  # answers whose server-side prompt length differed from ours
-        self._tokenizer = None
-        self._token_counter: TokenCounter | None = None
-        # Chat mode sends messages, not the rendered text: remember which messages each rendering came from.
-        self._messages: dict[str, list[dict[str, str]]] = {}
 
     # ---- identity -------------------------------------------------------------------------------
 
@@ -160,62 +132,39 @@ class ServerReader:
             parts.append(f"extra={stable_hash(self.extra_body)[:12]}")
         return "|".join(parts)
 
-    def __repr__(self) -> str:
-        return f"ServerReader(name={self.name!r}, id={self.reader_id!r})"
+    # ---- tokenizer ------------------------------------------------------------------------------
 
-    # ---- tokenizer and prompts ------------------------------------------------------------------
-
-    @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            self._tokenizer = self.tokenizer_spec.load_tokenizer()
-        return self._tokenizer
+    def load_tokenizer(self):
+        return self.tokenizer_spec.load_tokenizer()
 
     @property
-    def token_counter(self) -> TokenCounter:
-        if self._token_counter is None:
-            self._token_counter = TokenCounter(self.tokenizer, name=self.tokenizer_spec.source)
-        return self._token_counter
-
-    @property
-    def add_special_tokens(self) -> bool:
-        return add_special_tokens_for(self.prompt, self.tokenizer)
-
-    def render_prompt(self, question: str, context_text: str) -> str:
-        rendered = self.prompt.render(self.tokenizer, question, context_text)
-        if self.endpoint == "chat":
-            self._messages[rendered] = self.prompt.build_messages(question, context_text)
-        return rendered
-
-    def count_prompt_tokens(self, prompt: str) -> int:
-        return count_prompt_tokens(self.tokenizer, prompt, add_special_tokens=self.add_special_tokens)
-
-    def count_prompt_tokens_many(self, prompts: Sequence[str]) -> list[int]:
-        return count_prompt_tokens_many(self.tokenizer, prompts, add_special_tokens=self.add_special_tokens)
-
-    def messages_for(self, prompt: str) -> list[dict[str, str]]:
-        """Chat mode: the messages ``prompt`` was rendered from; a prompt this reader did not render is
-        sent as one user message."""
-        return self._messages.get(prompt) or [{"role": "user", "content": prompt}]
+    def tokenizer_name(self) -> str:
+        return self.tokenizer_spec.source
 
     # ---- requests -------------------------------------------------------------------------------
 
-    def cache_key(self, prompt: str) -> str:
-        # As for the local reader: the request is built by code under read/, so its fingerprint keys the answer.
-        if self.endpoint == "chat":
-            return stable_hash(self.reader_id, code_fingerprint("read"), prompt, self.messages_for(prompt))
-        return stable_hash(self.reader_id, code_fingerprint("read"), prompt)
+    def messages(self, request: PromptRequest) -> list[dict[str, str]]:
+        """Chat mode: the messages of ``request``, system message included."""
+        return self.prompt.build_messages(request.question, request.context)
 
-    def payload(self, prompt: str) -> dict[str, Any]:
+    def key_parts(self, request: PromptRequest) -> tuple[Any, ...]:
+        # As for the local reader: the request is built by code under read/, so its fingerprint keys the answer.
+        # Chat mode sends messages, not the rendered text: they key the answer too.
+        if self.endpoint == "chat":
+            return (self.render(request), self.messages(request))
+        return (self.render(request),)
+
+    def payload(self, request: PromptRequest) -> dict[str, Any]:
+        """The request body sent for ``request``."""
         body: dict[str, Any] = {
             "model": self.model,
             self.max_tokens_field: self.max_new_tokens,
             "temperature": self.temperature,
         }
         if self.endpoint == "chat":
-            body["messages"] = self.messages_for(prompt)
+            body["messages"] = self.messages(request)
         else:
-            body["prompt"] = prompt
+            body["prompt"] = self.render(request)
         if self.temperature > 0:
             body["seed"] = self.seed
         if self.stop:
@@ -223,39 +172,31 @@ class ServerReader:
         body.update(self.extra_body)
         return body
 
-    def _request(self, prompt: str) -> tuple[str, dict[str, Any]]:
-        data = self.http.post(ENDPOINTS[self.endpoint], self.payload(prompt))
+    def _request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        data = self.http.post(ENDPOINTS[self.endpoint], body)
         return first_choice(data, "message" if self.endpoint == "chat" else "text", f"reader {self.name!r}")
 
-    def answer(self, prompts: Sequence[str]) -> list[str]:
-        """One short answer per prompt, aligned with ``prompts``; only uncached distinct prompts are sent."""
-        return [response["answer"] for response in self.responses(prompts)]
-
-    def responses(self, prompts: Sequence[str]) -> list[dict[str, str]]:
-        """``{"answer", "raw"}`` per prompt: the extracted short answer and the whole generation."""
-        prompts = list(prompts)
-        self.requested += len(prompts)
-        # Each answer is committed by _keep as it arrives, with the prompt lengths.
-        raws, _ = self.response_cache.responses(prompts, self.cache_key, self._generate, commit=False)
-        # Answers are extracted from the raw text on every read, so cached entries follow the current rules.
-        return [{"answer": _clean(raw), "raw": raw} for raw in raws]
-
-    def _generate(self, prompts: list[str], prompt_keys: list[str]) -> dict[str, str]:
-        """Send ``prompts`` ``concurrency`` at a time. Answers are cached as they arrive; on the first
-        failure the requests not yet started are cancelled, those in flight finish and are kept."""
-        raws: dict[str, str] = {}
+    def _generate(self, prompts: list[PromptRequest], prompt_keys: list[str]) -> dict[str, Response]:
+        """Send ``prompts`` ``concurrency`` at a time. Answers are cached as they arrive (with the prompt
+        lengths, by ``_keep``); on the first failure the requests not yet started are cancelled, those in
+        flight finish and are kept. Answers are extracted from the raw text on every read, so cached
+        entries follow the current rules."""
+        raws: dict[str, Response] = {}
         failure: tuple[int, BaseException] | None = None
         index = {p: i for i, p in enumerate(prompts)}
         keys = dict(zip(prompts, prompt_keys, strict=False))
         abort = threading.Event()
 
-        def request(prompt: str) -> tuple[str, dict[str, Any]] | None:
+        # Built in the calling thread: rendering uses the tokenizer, which is not safe to share between threads.
+        bodies = {p: self.payload(p) for p in prompts}
+
+        def request(prompt: PromptRequest) -> tuple[str, dict[str, Any]] | None:
             # Checked by the worker itself: a worker that just failed must not start the next prompt
             # before the calling thread has had a chance to cancel it.
             if abort.is_set():
                 return None
             try:
-                return self._request(prompt)
+                return self._request(bodies[prompt])
             except BaseException:
                 abort.set()
                 raise
@@ -283,7 +224,7 @@ class ServerReader:
                         continue
                     raw, usage = result
                     self._keep(prompt, keys[prompt], raw, usage)
-                    raws[keys[prompt]] = raw
+                    raws[keys[prompt]] = {"answer": extract_answer(raw), "raw": raw}
         except signals.Interrupted:
             # A stop does not wait for the answers in flight (a large model's can take minutes): the
             # requests not started are cancelled, those running are left behind, and what arrived is cached.
@@ -302,9 +243,9 @@ class ServerReader:
             ) from error
         return raws
 
-    def _keep(self, prompt: str, key: str, raw: str, usage: Mapping[str, Any]) -> None:
+    def _keep(self, request: PromptRequest, key: str, raw: str, usage: Mapping[str, Any]) -> None:
         # Runs in the calling thread: Hugging Face fast tokenizers are not safe to share between threads.
-        ours = self.count_prompt_tokens(prompt)
+        ours = self.count_prompt_tokens(self.render(request))
         theirs = usage.get("prompt_tokens")
         if isinstance(theirs, int) and theirs != ours:
             self.prompt_token_mismatches += 1
@@ -317,9 +258,8 @@ class ServerReader:
                     self.token_counter.name,
                     ours,
                 )
-        self.generated += 1
         self.response_cache.put(
-            {key: {"answer": _clean(raw), "raw": raw, "prompt_tokens": ours, "server_prompt_tokens": theirs}}
+            {key: {"answer": extract_answer(raw), "raw": raw, "prompt_tokens": ours, "server_prompt_tokens": theirs}}
         )
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from harness.metrics.registry import CONTEXT_TOKENS, PROMPT_TOKENS
 from harness.metrics.support import evidence_diagnostics
 from harness.pack.base import PackingRequest
 from harness.pack.snippets import render_context
+from harness.read.base import PromptRequest
 from harness.run.rows import Prepared
 
 PROGRESS_DELAY = 2.0  # seconds before a stage shows a progress bar: short stages print only their line
@@ -98,7 +99,7 @@ def pack_selections(
         for context, text, count in zip(contexts, texts, counts, strict=True)
     ]
     prompts = [
-        reader.render_prompt(sel.pool.example.question, text)
+        reader.render(PromptRequest(sel.pool.example.question, text))
         for sel, (_, text, _, _) in zip(selections, fitted, strict=True)
     ]
     prompt_counts = reader.count_prompt_tokens_many(prompts)

@@ -29,6 +29,7 @@ from harness.metrics.diversity import selection_metrics
 from harness.metrics.provenance import pool_column
 from harness.metrics.registry import CONTEXT_TOKENS
 from harness.pack.snippets import make_snippets
+from harness.read.base import PromptRequest
 from harness.run import keys
 from harness.run.clock import StageClock
 from harness.run.flags import RunFlags
@@ -174,9 +175,7 @@ class Pipeline:
         """Each question's pool after the tree, the diversifier's choice from it, both stages' report
         columns and the selection metrics."""
         cfg = self.cfg
-        services = TreeServices(
-            encoder=self.encoder, language_model=self.reader, tokens=self.reader.token_counter, seed=cfg.seed
-        )
+        services = TreeServices(encoder=self.encoder, tokens=self.reader.token_counter, seed=cfg.seed)
         # Made once per run: threadpool_limits() would rescan the loaded libraries for every question (~4 ms).
         threadpools = ThreadpoolController()
         selections: list[Selection] = []
@@ -274,18 +273,16 @@ class Pipeline:
     def read(self, prepared: list[Prepared]) -> list[dict[str, str]]:
         """Each question's response (``answer`` and ``raw``, the whole generation)."""
         start = time.perf_counter()
-        # Rendered again by this run's reader: a packing reused from an earlier job (harness.run.reuse) was rendered
-        # by that job's reader. The prompt settings are in the packing key, so the text is the same.
-        prompts = [self.reader.render_prompt(p.pool.example.question, p.context_text) for p in prepared]
-        for item, prompt in zip(prepared, prompts, strict=True):
-            if prompt != item.prompt:
+        # What is sent is a function of the request alone, so a packing reused from an earlier job
+        # (harness.run.reuse) is read as this job's reader renders it. The prompt settings are in the packing
+        # key, so the rows' prompt (and its token count) is the text this reader renders: checked here.
+        requests = [PromptRequest(p.pool.example.question, p.context_text) for p in prepared]
+        for item, request in zip(prepared, requests, strict=True):
+            if self.reader.render(request) != item.prompt:
                 raise RuntimeError(
                     f"question {item.pool.example.question_id!r}: the reader renders another prompt than the "
                     "packing it reuses (a prompt setting missing from harness.read.prompt's packing key?)"
                 )
-        if hasattr(self.reader, "responses"):
-            responses = self.reader.responses(prompts)
-        else:
-            responses = [{"answer": a, "raw": a} for a in self.reader.answer(prompts)]
+        responses = self.reader.responses(requests)
         self.clock.since("read", start)
         return responses

@@ -5,17 +5,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from harness.core.protocols import ChatLM, TextEncoder, TokenMeasure
+from harness.core.protocols import TextEncoder, TokenMeasure
 from harness.core.stage import StageInfo
 from harness.core.types import Pool
 
 
 @dataclass
 class TreeServices:
-    """Shared models a tree may call: the encoder (embed nodes) and a language model (summarise)."""
+    """Shared models a tree may call: the encoder (embed nodes) and the reader's tokens (count and cut text).
+    A tree's language model is its own (``lm``): the reader only answers questions."""
 
     encoder: TextEncoder
-    language_model: ChatLM | None = None
     tokens: TokenMeasure | None = None
     seed: int = 0
 

@@ -115,12 +115,9 @@ class RecursiveSummaryTree(Tree):
     # -- services -----------------------------------------------------------------------------------
 
     def language_model(self, services: TreeServices | None = None) -> ChatLM:
-        """The tree's own LM (config or object); else the services' model when it can chat."""
+        """The tree's own LM (config or object)."""
         if self._lm is None:
-            spec = self._lm_spec
-            if spec is None and services is not None and hasattr(services.language_model, "chat"):
-                spec = services.language_model
-            self._lm = build_chat_lm(spec)
+            self._lm = build_chat_lm(self._lm_spec)
         return self._lm
 
     @staticmethod

@@ -1,0 +1,60 @@
+"""A reader running vLLM's offline engine (in a worker process, ``harness.backends.vllm_engine``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.backends.vllm_engine import VllmGenerator, VllmSettings, model_files_digest, vllm_python, vllm_version
+from harness.read.local import LocalReader
+
+
+class VllmReader(LocalReader):
+    """``vllm`` holds the engine settings (:class:`harness.backends.vllm_engine.VllmSettings`)."""
+
+    backend = "vllm"
+    engine_quantization = "a vllm reader names vLLM's own in reader.vllm.quantization (awq, gptq, bitsandbytes)"
+    engine_devices = (
+        "the vllm engine places itself; use reader.vllm.tensor_parallel_size or reader.vllm.data_parallel_size "
+        "for several devices"
+    )
+
+    def __init__(self, name: str, vllm: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        self.vllm = VllmSettings.from_mapping(vllm)  # unknown keys fail here
+        self._vllm_identity: str | None = None
+
+    @property
+    def reader_id(self) -> str:
+        # vLLM schedules prompts into batches of its own (continuous batching), so no batch size here.
+        # The files' digest and vLLM's version are read once per reader, not once per cache key.
+        if self._vllm_identity is None:
+            self._vllm_identity = (
+                f"files={model_files_digest(self.model_path)}|dtype={self.dtype_name}|{self.vllm.identity}"
+                f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
+                f"|vllm={vllm_version(vllm_python(self.vllm.python))}"
+            )
+        return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
+
+    def build_module(self):
+        from harness.read.module import ReaderModule
+
+        generator = VllmGenerator(
+            self.model_path,
+            self.tokenizer,
+            self.max_new_tokens,
+            self.dtype_name,
+            self.vllm,
+            self.add_special_tokens,
+            self.spec.trust_remote_code,
+        )
+        return ReaderModule(
+            None,
+            self.tokenizer,
+            max_new_tokens=self.max_new_tokens,
+            add_special_tokens=self.add_special_tokens,
+            backend=generator,
+        )
+
+    def prepare_module(self, module, lengths: list[int]) -> None:
+        module.backend.reserve(max(lengths))  # one engine size for the whole job, not one per batch
