@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class DatasetFormat:
     configs: str = ""
     detect_path: Callable[[Path], bool] | None = None
     detect_record: Callable[[dict[str, Any]], bool] | None = None
-    packaged: Callable[[], AbstractContextManager[Path]] | None = field(default=None, repr=False)
+    packaged: Callable[[], AbstractContextManager[Path]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_]*", self.layout):
@@ -131,8 +131,13 @@ def register_format(record: DatasetFormat) -> DatasetFormat:
     ``layout=record.layout`` and, when the record has a detector, with ``layout="auto"``. Formats
     are tried for ``layout="auto"`` in registration order after the packaged ones, so a detector
     should match only its own files. A module outside the package registers its format when it is
-    imported, before the load: a dataset config can import it with Hydra (``hydra.searchpath`` or
-    an import in the entry point), a script or test by importing it.
+    imported, so it is imported before the load: by the script or test that loads, or as the module a
+    dataset config's ``_target_`` names (a loader of its own that calls ``load_dataset``).
+
+    Example::
+
+        register_format(DatasetFormat(layout="toyqa", looks="ToyQA: qid, ask, reply", default_name="toyqa",
+                                      parse=parse_record, id_field="qid", detect_record=has_keys("qid", "ask")))
     """
     if not isinstance(record, DatasetFormat):
         raise TypeError(f"expected a DatasetFormat, got {type(record).__name__}")
