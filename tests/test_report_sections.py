@@ -105,10 +105,10 @@ def test_built_sections_give_the_tables_of_the_section_functions_in_order(small_
 
 
 def test_a_section_registered_outside_the_package_appears_in_its_position(small_sweep, toy_module, tmp_path):
-    toy_module()
-    assert section_names() == [*BUILTIN_ORDER[:6], "toy", *BUILTIN_ORDER[6:]]
+    # As from the command line: --import loads the module, which registers its section.
     out = tmp_path / "out"
-    assert main([str(small_sweep), "--out", str(out), *FAST]) == 0
+    assert main([str(small_sweep), "--out", str(out), "--import", "toy_report_section", *FAST]) == 0
+    assert section_names() == [*BUILTIN_ORDER[:6], "toy", *BUILTIN_ORDER[6:]]
     toy = pd.read_csv(out / "toy_section.csv")
     assert toy.to_dict("records") == [{"questions": 12, "metric": "f1"}]
     text = (out / "report.md").read_text()
@@ -117,6 +117,11 @@ def test_a_section_registered_outside_the_package_appears_in_its_position(small_
     assert headings[position - 1].startswith("Where each contrast's")  # the contrasts section's last table
     assert headings[position + 1].startswith("Oracle headroom")
     assert "Registered outside." in text
+
+
+def test_an_unimportable_section_module_is_a_named_error(small_sweep, tmp_path, capsys):
+    assert main([str(small_sweep), "--out", str(tmp_path / "out"), "--import", "no_such_sections", *FAST]) == 2
+    assert "--import no_such_sections: No module named 'no_such_sections'" in capsys.readouterr().err
 
 
 def test_a_section_that_does_not_apply_is_left_out(small_sweep):

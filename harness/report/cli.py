@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import os
 import sys
@@ -120,7 +121,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-viewer", action="store_true", help="do not write viewer.html (python -m harness.report view) beside it"
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, so the sections it registers (register_section) join the report; repeatable",
+    )
     return parser
+
+
+def import_section_modules(modules: Sequence[str]) -> None:
+    """Import the modules named by --import: a module outside the package registers its sections on import."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"--import {module}: {error}") from error
 
 
 def resolve_metric(rows: pd.DataFrame, options: Options) -> Options:
@@ -202,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reference=args.reference,
     )
     try:
+        import_section_modules(args.imports)
         rows, infos = load_runs(args.dirs)
         rows, layout = annotate(rows)
         options = resolve_metric(rows, options)
