@@ -107,8 +107,8 @@ class Pipeline:
         now = {
             "encoder_texts_requested": self.encoder.requests,
             "encoder_texts_computed": self.encoder.calls,
-            "reader_prompts_requested": getattr(self.reader, "requested", None),
-            "reader_prompts_generated": getattr(self.reader, "generated", None),
+            "reader_prompts_requested": self.reader.requested,
+            "reader_prompts_generated": self.reader.generated,
         }
         start = getattr(self, "_counter_start", None)
         if start is None:
