@@ -117,7 +117,42 @@ def answer_lengths(inputs):
 register_section("answer_lengths", answer_lengths, applies=lambda rows: "answer_words" in rows)
 """
 
+READER = '''
+from harness.backends.loading import ModelSpec
+from harness.read.answers import extract_answer
+from harness.read.base import Reader
+
+
+class LeadWords(Reader):
+    """Answers with the first ``words`` words of the context: an extractive baseline without weights.
+    Prompts are rendered and counted with an offline model's tokenizer, as a real backend's would be."""
+
+    def __init__(self, name, words=3, offline_model="smollm2", models_dir=".cache/models", **reader):
+        super().__init__(name, **reader)
+        self.words = int(words)
+        self.spec = ModelSpec(offline_model=offline_model, models_dir=models_dir)
+
+    @property
+    def reader_id(self):
+        return f"lead-words|words={self.words}"
+
+    def load_tokenizer(self):
+        return self.spec.load_tokenizer()
+
+    def _generate(self, requests, keys):
+        responses = {}
+        for request, key in zip(requests, keys):
+            raw = " ".join(request.context.split()[: self.words])
+            responses[key] = {"answer": extract_answer(raw), "raw": raw}
+        self.response_cache.put(responses)  # committed as generated: a killed run keeps them
+        return responses
+'''
+
 CONFIGS = {
+    "reader/lead_words.yaml": (
+        "_target_: rag_ext.readers.LeadWords\nname: lead-words\nwords: 3\nprompt: ${prompt}\n"
+        "cache_dir: ${paths.cache_dir}\nmodels_dir: ${paths.models_dir}\n"
+    ),
     "packer/most_relevant.yaml": "_target_: rag_ext.packers.MostRelevantFirst\nname: most_relevant\n",
     "diversifier/every_other.yaml": "_target_: rag_ext.diversifiers.EveryOther\nname: every_other\nk: ${k}\n",
     "dataset/toyqa.yaml": (
@@ -138,6 +173,7 @@ def write_extension(root: Path) -> tuple[Path, Path]:
         "metrics": METRIC,
         "formats": FORMAT,
         "sections": SECTION,
+        "readers": READER,
     }
     for name, source in modules.items():
         (package / f"{name}.py").write_text(textwrap.dedent(source))
@@ -190,7 +226,7 @@ def test_every_recipe_followed_from_outside_the_package_runs_end_to_end(tmp_path
         f"hydra.searchpath=[file://{conf}]",
         f"hydra.run.dir={out}",
         "dataset=toyqa",
-        "reader=smollm2_135m",
+        "reader=lead_words",
         "packer=most_relevant",
         "diversifier=every_other",
         f"budget={budget}",
@@ -210,6 +246,9 @@ def test_every_recipe_followed_from_outside_the_package_runs_end_to_end(tmp_path
     # The diversifier: every second candidate of the pool, at most k of them.
     assert set(rows["diversifier"]) == {"every_other"}
     assert rows["n_selected"].tolist() == [min(k, math.ceil(n / 2)) for n in rows["n_candidates"]]
+    # The reader backend: its answers, from the very context each row shows, under its own id.
+    assert set(rows["reader"]) == {"lead-words"}
+    assert rows["raw_answer"].tolist() == [" ".join(c.split()[:3]) for c in rows["context"]]
     # The metric: a column per question, equal to what the scorer computes on the answer, in the summary too.
     assert rows["answer_words"].tolist() == [len(a.split()) for a in rows["answer"]]
     summary = json.loads((out / "summary.json").read_text())
