@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest, Reader
+from harness.read.hf import TransformersReader
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"
@@ -45,7 +46,7 @@ def make_reader(
     torch_threads: int | None = None,
     dtype: str = "bfloat16",
 ) -> Reader:
-    return Reader(
+    return TransformersReader(
         name="smollm2-135m",
         pretrained=str(model_folder),
         offline_model="smollm2",
@@ -59,9 +60,9 @@ def make_reader(
     )
 
 
-def timed_answers(reader: Reader, prompts: list[str]) -> tuple[list[str], float]:
+def timed_answers(reader: Reader, requests: list[PromptRequest]) -> tuple[list[str], float]:
     start = time.perf_counter()
-    answers = reader.answer(prompts)
+    answers = reader.answer(requests)
     return answers, time.perf_counter() - start
 
 
@@ -91,7 +92,8 @@ def main() -> None:
     records = json.loads(args.data.read_text())[: args.n]
     probe = make_reader(1, tempfile.mkdtemp(prefix="bench-reader-"), args.model_folder, args.max_new_tokens)
     rows = gold_contexts(records, probe, args.context_tokens)
-    prompts = [probe.render_prompt(q, c) for q, c, _ in rows]
+    requests = [PromptRequest(q, c) for q, c, _ in rows]
+    prompts = [probe.render(r) for r in requests]
     prompt_tokens = [probe.count_prompt_tokens(p) for p in prompts]
     print(
         f"{len(prompts)} questions, prompt tokens mean {sum(prompt_tokens) / len(prompts):.0f} "
@@ -110,8 +112,8 @@ def main() -> None:
             threads,
             args.dtype,
         )
-        reader.answer(["Warm-up prompt: say hello."])  # weights load and first-call costs, untimed
-        answers, seconds = timed_answers(reader, prompts)
+        reader.answer([PromptRequest("Warm-up prompt: say hello.", "")])  # weights load and first-call costs, untimed
+        answers, seconds = timed_answers(reader, requests)
         assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
         results[batch_size] = (answers, seconds, reader)
         correct = sum(gold.lower() in a.lower() for a, (_, _, gold) in zip(answers, rows, strict=False))
@@ -136,7 +138,7 @@ def main() -> None:
     largest = max(args.batch_sizes)
     _, first_seconds, reader = results[largest]
     before = reader.generated
-    warm_answers, warm_seconds = timed_answers(reader, prompts)
+    warm_answers, warm_seconds = timed_answers(reader, requests)
     assert reader.generated == before, "a warm cache must answer every prompt"
     assert warm_answers == results[largest][0]
     print(

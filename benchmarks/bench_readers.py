@@ -33,7 +33,11 @@ from harness.backends.precision import BF16_CPU_FLAGS, cpu_dtype, cpu_flags
 from harness.backends.vllm_engine import VllmUnavailableError, vllm_python
 from harness.core.threads import available_cpus
 from harness.metrics import exact_match, f1_score
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
+from harness.read.llama_cpp import LlamaCppReader
+from harness.read.local import LocalReader
+from harness.read.vllm import VllmReader
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json"
@@ -60,12 +64,11 @@ def installed(rung: str, models_dir: Path) -> bool:
 
 def make_reader(
     rung: str, backend: str, args, cache_dir: str, slots: int = 1, threads: int = 1, dtype: str = "float32"
-) -> Reader:
+) -> LocalReader:
     common = {
         "name": f"{rung}-{backend}",
         "offline_model": rung,
         "models_dir": str(args.models_dir),
-        "backend": backend,
         "batch_size": args.batch_size,
         "max_new_tokens": args.max_new_tokens,
         "cache_dir": cache_dir,
@@ -73,12 +76,12 @@ def make_reader(
     }
     if backend == "llama_cpp":
         settings = {"n_parallel": slots, "n_threads": threads, "n_ctx": 2048, "cache_prompt": args.cache_prompt}
-        return Reader(**common, llama_cpp=settings)
+        return LlamaCppReader(**common, llama_cpp=settings)
     folder = str(default_folder(rung, args.models_dir))
     if backend == "vllm":
         settings = {"cpu_threads": threads, "max_model_len": 2048, "enforce_eager": True, "enable_prefix_caching": True}
-        return Reader(**common, pretrained=folder, dtype=dtype, vllm=settings)
-    return Reader(**common, pretrained=folder, dtype=dtype, torch_threads=threads)
+        return VllmReader(**common, pretrained=folder, dtype=dtype, vllm=settings)
+    return TransformersReader(**common, pretrained=folder, dtype=dtype, torch_threads=threads)
 
 
 def cpu_seconds() -> float:
@@ -101,15 +104,16 @@ def backend_label(backend: str, slots: int, threads: int, dtype: str) -> str:
 
 def run_one(rung: str, backend: str, slots: int, threads: int, rows, args, dtype: str = "float32") -> dict:
     reader = make_reader(rung, backend, args, tempfile.mkdtemp(prefix="bench-readers-"), slots, threads, dtype)
-    prompts = [reader.render_prompt(q, c) for q, c, _ in rows]
+    requests = [PromptRequest(q, c) for q, c, _ in rows]
+    prompts = [reader.render(r) for r in requests]
     tokens = [reader.count_prompt_tokens(p) for p in prompts]
     start = time.perf_counter()
-    reader.answer(["Say hello."])  # weights load and first-call costs, timed apart
+    reader.answer([PromptRequest("Say hello.", "")])  # weights load and first-call costs, timed apart
     load = time.perf_counter() - start
     generator = reader.module.backend
     before = (getattr(generator, "prompt_tokens", 0), getattr(generator, "cached_tokens", 0))
     start, cpu_start = time.perf_counter(), cpu_seconds()
-    answers = reader.answer(prompts)
+    answers = reader.answer(requests)
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     assert reader.generated == len(set(prompts)) + 1, "a fresh cache must generate every prompt"
     golds = [gold for _, _, gold in rows]

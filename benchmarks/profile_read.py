@@ -18,16 +18,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.read.reader import Reader
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
+from harness.read.llama_cpp import LlamaCppReader
+from harness.read.local import LocalReader
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {
-    "bf16 b8 t1": {"backend": "transformers", "dtype": "bfloat16", "batch_size": 8, "torch_threads": 1},
-    "fp32 b8 t1": {"backend": "transformers", "dtype": "float32", "batch_size": 8, "torch_threads": 1},
-    "fp32 b8 t2": {"backend": "transformers", "dtype": "float32", "batch_size": 8, "torch_threads": 2},
-    "fp32 b1 t1": {"backend": "transformers", "dtype": "float32", "batch_size": 1, "torch_threads": 1},
-    "llama.cpp t1": {"backend": "llama_cpp", "batch_size": 8, "llama_cpp": {"n_threads": 1}},
-    "llama.cpp t2": {"backend": "llama_cpp", "batch_size": 8, "llama_cpp": {"n_threads": 2}},
+    "bf16 b8 t1": {"dtype": "bfloat16", "batch_size": 8, "torch_threads": 1},
+    "fp32 b8 t1": {"dtype": "float32", "batch_size": 8, "torch_threads": 1},
+    "fp32 b8 t2": {"dtype": "float32", "batch_size": 8, "torch_threads": 2},
+    "fp32 b1 t1": {"dtype": "float32", "batch_size": 1, "torch_threads": 1},
+    "llama.cpp t1": {"batch_size": 8, "llama_cpp": {"n_threads": 1}},
+    "llama.cpp t2": {"batch_size": 8, "llama_cpp": {"n_threads": 2}},
 }
 
 
@@ -40,7 +43,7 @@ class Clock:
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
-def padding_share(reader: Reader, prompts: list[str]) -> float:
+def padding_share(reader: LocalReader, prompts: list[str]) -> float:
     """Share of the token slots in length-sorted batches that are padding."""
     lengths = sorted((reader.count_prompt_tokens(p) for p in prompts), reverse=True)
     padded = sum(
@@ -62,9 +65,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for label in args.settings:
         extra = dict(SETTINGS[label])
-        if extra["backend"] == "transformers":
+        backend = LlamaCppReader if "llama_cpp" in extra else TransformersReader
+        if backend is TransformersReader:
             extra["pretrained"] = str(args.models_dir / "SmolLM2-135M-Instruct")
-        reader = Reader(
+        reader = backend(
             name=label,
             offline_model="smollm2",
             models_dir=str(args.models_dir),
@@ -73,13 +77,14 @@ def main() -> None:
             show_progress=False,
             **extra,
         )
-        prompts = [reader.render_prompt(q, c) for q, c in zip(rows["question"], rows["context"], strict=False)]
+        requests = [PromptRequest(q, c) for q, c in zip(rows["question"], rows["context"], strict=False)]
+        prompts = [reader.render(r) for r in requests]
         with Clock() as load:
             reader.module  # noqa: B018 - loads the weights
         with Clock() as first:
-            reader.answer(["Say hello."])
+            reader.answer([PromptRequest("Say hello.", "")])
         with Clock() as read:
-            reader.answer(prompts)
+            reader.answer(requests)
         print(
             f"| {label} | {load.wall:.1f} | {first.wall:.1f} | {read.wall:.1f} | {read.cpu:.1f} | "
             f"{read.cpu / len(prompts):.2f} | {padding_share(reader, prompts):.1%} |",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Reader settings that change how answers are generated but never a prompt or its token count: a packing is
-# reused across them (harness.run.pipeline.Pipeline.packing_key). An unlisted key counts, so a new one errs safe.
+# reused across them (harness.run.keys.packing_key, selection_key). An unlisted key counts, so a new one errs safe.
 GENERATION_ONLY_KEYS = frozenset(
     {
         "batch_size",

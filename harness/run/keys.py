@@ -12,7 +12,6 @@ from omegaconf import DictConfig
 from harness.cache import stable_hash
 from harness.cache.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.read.prompt import GENERATION_ONLY_KEYS
-from harness.tree.none import NoTree
 
 
 def prompt_settings(reader: dict[str, Any] | None) -> dict[str, Any]:
@@ -22,13 +21,13 @@ def prompt_settings(reader: dict[str, Any] | None) -> dict[str, Any]:
 
 def selection_key(resolved: dict[str, Any], pools_id: str, tree: Any, packer: Any, seed: int) -> str:
     """Everything the tree, the diversifier and the snippets depend on: the pools' content (``pools_id``),
-    the tree, diversifier, k, snippet settings, the reader (its tokenizer costs snippets; trees use it as
-    their LM), the encoder and, for a tree that draws random numbers, the seed."""
+    the tree, diversifier, k, snippet settings, the reader's prompt settings (its tokenizer costs snippets and
+    tree nodes; a tree's LM is its own, in the tree's config), the encoder and, for a tree that draws random
+    numbers, the seed."""
     return stable_hash(
         pools_id,
         *(resolved.get(group) for group in ("tree", "diversifier", "snippets")),
-        # Without a tree the reader only costs snippets; a tree may call it as its LM.
-        prompt_settings(resolved["reader"]) if isinstance(tree, NoTree) else resolved["reader"],
+        prompt_settings(resolved["reader"]),
         resolved["retriever"]["encoder"],
         resolved["k"],
         bool(packer.uses_snippets),
