@@ -87,15 +87,7 @@ class LlamaCppReader(LocalReader):
         )
 
     def build_module(self):
-        from harness.read.module import ReaderModule
-
         generator = LlamaCppGenerator(
             self.gguf_file, self.tokenizer, self.max_new_tokens, self.llama_cpp, self.add_special_tokens
         )
-        return ReaderModule(
-            None,
-            self.tokenizer,
-            max_new_tokens=self.max_new_tokens,
-            add_special_tokens=self.add_special_tokens,
-            backend=generator,
-        )
+        return self.engine_module(generator)

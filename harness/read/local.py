@@ -196,6 +196,18 @@ class LocalReader(Reader):
     def build_module(self):
         """The ReaderModule that generates (loading the weights or starting the engine)."""
 
+    def engine_module(self, generator):
+        """The ReaderModule of an engine backend: no torch model, ``generator`` fed the counted token ids."""
+        from harness.read.module import ReaderModule
+
+        return ReaderModule(
+            None,
+            self.tokenizer,
+            max_new_tokens=self.max_new_tokens,
+            add_special_tokens=self.add_special_tokens,
+            backend=generator,
+        )
+
     @property
     def module(self):
         """The ReaderModule, loading the weights on first use."""

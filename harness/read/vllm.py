@@ -37,8 +37,6 @@ class VllmReader(LocalReader):
         return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
 
     def build_module(self):
-        from harness.read.module import ReaderModule
-
         generator = VllmGenerator(
             self.model_path,
             self.tokenizer,
@@ -48,13 +46,7 @@ class VllmReader(LocalReader):
             self.add_special_tokens,
             self.spec.trust_remote_code,
         )
-        return ReaderModule(
-            None,
-            self.tokenizer,
-            max_new_tokens=self.max_new_tokens,
-            add_special_tokens=self.add_special_tokens,
-            backend=generator,
-        )
+        return self.engine_module(generator)
 
     def prepare_module(self, module, lengths: list[int]) -> None:
         module.backend.reserve(max(lengths))  # one engine size for the whole job, not one per batch
