@@ -93,17 +93,30 @@ def test_vllm_settings_are_checked_before_the_engine():
     assert found(VLLM, "reader.vllm.python=/no/such/python", "read=false") == []
 
 
-def test_a_vllm_reader_is_recognised_by_its_class_or_its_backend_key():
+def test_a_vllm_reader_is_recognised_by_its_class():
     from omegaconf import OmegaConf
 
     from harness.run.config_check import is_vllm_reader
 
     assert is_vllm_reader(OmegaConf.create({"_target_": "harness.read.vllm.VllmReader"}))
-    assert is_vllm_reader(OmegaConf.create({"backend": "vllm"}))  # configs written before the reader classes
     assert not is_vllm_reader(OmegaConf.create({"_target_": "harness.read.hf.TransformersReader"}))
     assert not is_vllm_reader(None)
     # Only a vLLM reader's settings are checked: the same bad value under another reader is not read.
     assert found("reader=qwen2.5_3b", "+reader.vllm.tensor_parallel_size=0") == []
+
+
+def test_a_reader_config_with_a_backend_key_names_the_class_that_replaces_it():
+    # A config written for the single reader class: Hydra would only say that harness.read.reader is gone.
+    old = ["+reader.backend=llama_cpp", "reader._target_=harness.read.reader.Reader"]
+    assert one(*old) == (
+        "reader.backend='llama_cpp': readers name their class in reader._target_ and have no backend key; "
+        "set reader._target_=harness.read.llama_cpp.LlamaCppReader and remove reader.backend"
+    )
+    assert one("reader._target_=harness.read.reader.Reader").endswith(
+        "harness.read.hf.TransformersReader and remove reader.backend"
+    )
+    assert "transformers: harness.read.hf.TransformersReader" in one("+reader.backend=onnx")
+    assert not [p for p in found() if "reader.backend" in p]  # the packaged reader configs have no backend key
 
 
 def harness(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -24,7 +24,14 @@ from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
-from harness.run.service_check import LIBPQ_PARAMETERS, SSLMODES, is_vllm_reader, url_problems, vllm_problems
+from harness.run.service_check import (
+    LIBPQ_PARAMETERS,
+    SSLMODES,
+    is_vllm_reader,
+    reader_class_problems,
+    url_problems,
+    vllm_problems,
+)
 
 # Re-exported: the command line and the tests import every check from here.
 __all__ = [
@@ -329,6 +336,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
         url = None
     if is_url(url):
         found += url_problems(str(url))
+    found += reader_class_problems(cfg)
     found += vllm_problems(cfg)
     path = _dataset_path(cfg)
     if path is not None and not path.exists():

@@ -1,5 +1,5 @@
 """Checks of the services a run talks to, before any model or file is loaded: the PostgreSQL cache URL's
-parameters and a vLLM reader's engine settings and interpreter."""
+parameters, a reader config naming its class, and a vLLM reader's engine settings and interpreter."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ from omegaconf import DictConfig
 from harness.cache.postgres import redacted
 from harness.run.check_values import closest, select
 
-# The reader class of the vLLM backend; older configs said ``backend: vllm`` instead.
-VLLM_READER = "harness.read.vllm.VllmReader"
+# The reader class of each backend: a reader config names it in ``_target_``.
+READER_CLASSES = {
+    "transformers": "harness.read.hf.TransformersReader",
+    "llama_cpp": "harness.read.llama_cpp.LlamaCppReader",
+    "vllm": "harness.read.vllm.VllmReader",
+    "server": "harness.read.server.ServerReader",
+}
+VLLM_READER = READER_CLASSES["vllm"]
 
 
 # libpq's connection parameters (PostgreSQL 17), the query parameters a postgresql:// URL may carry.
@@ -48,10 +54,28 @@ def url_problems(url: str, key: str = "cache.url") -> list[str]:
 
 
 def is_vllm_reader(reader: Any) -> bool:
-    """Whether a reader config builds a vLLM reader: its ``_target_`` or, in older configs, ``backend: vllm``."""
-    if not isinstance(reader, DictConfig):
-        return False
-    return reader.get("_target_") == VLLM_READER or reader.get("backend") == "vllm"
+    """Whether a reader config builds a vLLM reader (by its ``_target_``)."""
+    return isinstance(reader, DictConfig) and reader.get("_target_") == VLLM_READER
+
+
+def reader_class_problems(cfg: DictConfig) -> list[str]:
+    """A reader config written for the single reader class (``harness.read.reader.Reader`` with a ``backend``
+    key), named with the class that replaces it, before Hydra fails to import the old one."""
+    present, reader = select(cfg, "reader")
+    if not present or not isinstance(reader, DictConfig):
+        return []
+    if "backend" not in reader and reader.get("_target_") != "harness.read.reader.Reader":
+        return []
+    backend = str(reader.get("backend", "transformers"))  # the single class's default backend
+    what = f"reader.backend={backend!r}" if "backend" in reader else "reader._target_='harness.read.reader.Reader'"
+    replacement = READER_CLASSES.get(backend)
+    if replacement is None:
+        allowed = ", ".join(f"{name}: {target}" for name, target in READER_CLASSES.items())
+        return [f"{what}: readers name their class in reader._target_, not a backend; {allowed}"]
+    return [
+        f"{what}: readers name their class in reader._target_ and have no backend key; "
+        f"set reader._target_={replacement} and remove reader.backend"
+    ]
 
 
 def vllm_problems(cfg: DictConfig) -> list[str]:
