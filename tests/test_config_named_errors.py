@@ -112,8 +112,9 @@ def test_a_reader_config_with_a_backend_key_names_the_class_that_replaces_it():
         "reader.backend='llama_cpp': readers name their class in reader._target_ and have no backend key; "
         "set reader._target_=harness.read.llama_cpp.LlamaCppReader and remove reader.backend"
     )
-    assert one("reader._target_=harness.read.reader.Reader").endswith(
-        "harness.read.hf.TransformersReader and remove reader.backend"
+    assert one("reader._target_=harness.read.reader.Reader") == (
+        "reader._target_='harness.read.reader.Reader': readers name their class in reader._target_ and have no "
+        "backend key; set reader._target_=harness.read.hf.TransformersReader"
     )
     assert "transformers: harness.read.hf.TransformersReader" in one("+reader.backend=onnx")
     assert not [p for p in found() if "reader.backend" in p]  # the packaged reader configs have no backend key

@@ -72,9 +72,10 @@ def reader_class_problems(cfg: DictConfig) -> list[str]:
     if replacement is None:
         allowed = ", ".join(f"{name}: {target}" for name, target in READER_CLASSES.items())
         return [f"{what}: readers name their class in reader._target_, not a backend; {allowed}"]
+    remove = " and remove reader.backend" if "backend" in reader else ""
     return [
         f"{what}: readers name their class in reader._target_ and have no backend key; "
-        f"set reader._target_={replacement} and remove reader.backend"
+        f"set reader._target_={replacement}{remove}"
     ]
 
 
