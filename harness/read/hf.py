@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.backends.loading import resolve_dtype
 from harness.core.threads import resolve_threads
-from harness.read.local import LocalReader
+from harness.read.local import LocalReader, device_field
 
 
 class TransformersReader(LocalReader):
@@ -20,6 +20,7 @@ class TransformersReader(LocalReader):
             f"{self.model_id}|dtype={self.dtype_name}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + ("" if self.batch_invariant else f"|batch={self.batch_size}")
+            + device_field(self.device_kind)
         )
 
     @property

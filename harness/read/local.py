@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
+from harness.core.devices import CUDA_ACCELERATORS, CudaProbe, cuda_problem, probe_cuda, wants_cuda
+from harness.core.process_starts import external_start
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest, Reader, Response
 from harness.read.prompt import PromptTemplate
@@ -83,6 +85,26 @@ def _check_strategy(name: str, trainer: Mapping[str, Any]) -> None:
         raise _refuse_strategy(name, strategy, processes)
 
 
+def placement_problem(name: str, spec: ModelSpec, trainer: Mapping[str, Any]) -> str | None:
+    """A model placed at load time (a device map, bitsandbytes weights) cannot also be copied to one process
+    per device: each copy would be placed by the map, not by its rank."""
+    processes = _process_count(trainer)
+    if not spec.placed or processes is None or processes <= 1:
+        return None
+    return (
+        f"reader {name!r}: a model placed at load time (quantization={spec.quantization}, "
+        f"device_map={spec.device_map}) cannot run as {processes} processes (reader.trainer.devices); "
+        "spread one copy over the GPUs with reader.device_map=auto and reader.trainer.devices=1, "
+        "or use a vLLM reader with reader.vllm.tensor_parallel_size"
+    )
+
+
+def device_field(kind: str) -> str:
+    """The reader identity's device field: none on the CPU (the ids CPU caches were written under), the
+    kind and compute capability on CUDA, so CPU and GPU answers never share an entry."""
+    return "" if kind == "cpu" else f"|device={kind}"
+
+
 def _cached_response(key: str, entry: Any) -> Response:
     """A cache entry as ``{"answer", "raw"}``, the answer extracted afresh from the raw generation, so
     entries written under older extraction rules read as if generated now."""
@@ -113,6 +135,7 @@ class LocalReader(Reader):
         sort_by_length: bool = True,
         show_progress: bool = True,
         torch_threads: int | None = None,
+        allow_cpu: bool = False,
         **model: Any,
     ) -> None:
         spec = ModelSpec.from_config(model, owner=f"reader {name!r}")
@@ -133,6 +156,9 @@ class LocalReader(Reader):
             )
         _check_strategy(name, trainer)
         self.check_engine_limits(name, spec, num_beams, trainer)
+        placed = placement_problem(name, spec, trainer)
+        if placed:
+            raise ValueError(placed)
         super().__init__(name, max_new_tokens=max_new_tokens, prompt=prompt, cache_dir=cache_dir)
         self.spec = spec
         self.batch_size = int(batch_size)
@@ -141,7 +167,9 @@ class LocalReader(Reader):
         self.sort_by_length = sort_by_length
         self.show_progress = show_progress
         self.torch_threads = torch_threads
+        self.allow_cpu = bool(allow_cpu)
         self._module = None
+        self._probe: CudaProbe | None = None
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -209,21 +237,90 @@ class LocalReader(Reader):
         )
 
     @property
+    def probe(self) -> CudaProbe:
+        """This process's CUDA, probed once per reader."""
+        if self._probe is None:
+            self._probe = probe_cuda()
+        return self._probe
+
+    @property
+    def on_cuda(self) -> bool:
+        """Whether this reader computes on CUDA GPUs: it asks for them, or leaves the choice to Lightning or
+        a device map, and CUDA is usable."""
+        accelerator = str(self.trainer_settings.get("accelerator", "cpu")).lower()
+        asks = accelerator in CUDA_ACCELERATORS or accelerator == "auto" or self.spec.device_map == "auto"
+        return asks and self.probe.usable
+
+    @property
+    def device_kind(self) -> str:
+        """Where answers are computed, as they can differ: ``cpu``, or ``cuda-sm80`` (the lowest compute
+        capability among the visible devices: kernels are chosen by it)."""
+        if not self.on_cuda:
+            return "cpu"
+        return min(self.probe.gpus, key=lambda gpu: gpu.capability).kind
+
+    def check_device(self) -> None:
+        """Before any weights load: a reader asking for CUDA that has none stops here, unless it opted into
+        the CPU (then it reads there, and says so)."""
+        problem = cuda_problem(self.name, self.trainer_settings, self.allow_cpu, self.probe)
+        if problem:
+            raise ValueError(problem)
+        if wants_cuda(self.trainer_settings) and not self.probe.usable:
+            log.warning("reader %s: no CUDA (%s); reading on the CPU (reader.allow_cpu=true)", self.name,
+                        self.probe.findings())
+            self.trainer_settings["accelerator"] = "cpu"
+        start = external_start()
+        if start is not None:
+            raise ValueError(start.refusal())
+
+    def placement(self) -> str:
+        """Device(s), dtype and placement, as the read stage's first line gives them."""
+        devices = self.trainer_settings.get("devices", 1)
+        if self.on_cuda:
+            where = self.probe.describe()
+        else:
+            where = f"cpu ({devices} process(es))" if str(devices) != "1" else "cpu"
+        if self.spec.placed:
+            how = f"placed at load (device_map={self.spec.device_map or 'auto/cpu'}, quantization={self.spec.quantization})"
+        else:
+            how = f"Lightning, {self.trainer_settings.get('accelerator')} x {devices}"
+        return f"{where}; dtype {self.dtype_name}; {how}"
+
+    @property
     def module(self):
-        """The ReaderModule, loading the weights on first use."""
+        """The ReaderModule, loading the weights on first use (after the device check)."""
         if self._module is None:
+            self.check_device()
+            log.info("read: reader %s on %s", self.name, self.placement())
             self._module = self.build_module()
         return self._module
+
+    def close(self) -> None:
+        """Let the weights (or the engine, which stops) go, and return CUDA's cached blocks."""
+        module, self._module = self._module, None
+        backend = getattr(module, "backend", None)
+        if backend is not None and hasattr(backend, "close"):
+            backend.close()
+        del module
+        if self.on_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
 
     def prepare_module(self, module, lengths: list[int]) -> None:
         """Called before each read with the prompts' token counts (an engine sizes itself here)."""
 
     def _trainer(self):
         """A predict-only Trainer. Several processes must be started by spawning or forking this one:
-        a strategy that starts them by re-running the command (plain ``ddp``, torchrun, srun per task)
-        would run the whole Hydra job once per process. ``auto`` with several devices becomes
-        ``ddp_spawn``; an explicit unsafe strategy is refused."""
+        a strategy that starts them by re-running the command (plain ``ddp``) would run the whole Hydra job
+        once per process, and starts from outside (torchrun, srun tasks) are refused by ``check_device``.
+        ``auto`` with several devices becomes ``ddp_spawn``; an explicit unsafe strategy is refused.
+
+        The processes this reader starts get their ranks from Lightning's own environment, never from a
+        SLURM allocation's variables: in a one-task SLURM job Lightning would otherwise take the world size
+        from ``SLURM_NTASKS`` (1) and refuse ``devices`` above ``--ntasks-per-node``."""
         import pytorch_lightning as pl
+        from pytorch_lightning.plugins.environments import LightningEnvironment
         from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
 
         from harness.read.module import ResponseCacheWriter
@@ -236,14 +333,14 @@ class LocalReader(Reader):
                 enable_progress_bar=self.show_progress,
                 enable_model_summary=False,
                 callbacks=[ResponseCacheWriter(self.cache)],
+                plugins=[LightningEnvironment()],
             )
 
         settings = dict(self.trainer_settings)
         trainer = build(settings)
         if trainer.world_size > 1 and not isinstance(trainer.strategy.launcher, _MultiProcessingLauncher):
             strategy = str(settings.get("strategy", "auto"))
-            # No launcher: the processes were started outside (torchrun, srun), each running the whole job.
-            if strategy != "auto" or trainer.strategy.launcher is None:
+            if strategy != "auto":
                 raise _refuse_strategy(self.name, strategy, trainer.world_size)
             trainer = build(dict(settings, strategy="ddp_spawn"))
         return trainer

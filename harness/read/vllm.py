@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.backends.vllm_engine import VllmGenerator, VllmSettings, model_files_digest, vllm_python, vllm_version
-from harness.read.local import LocalReader
+from harness.read.local import LocalReader, device_field
 
 
 class VllmReader(LocalReader):
@@ -32,7 +32,8 @@ class VllmReader(LocalReader):
             self._vllm_identity = (
                 f"files={model_files_digest(self.model_path)}|dtype={self.dtype_name}|{self.vllm.identity}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
-                f"|vllm={vllm_version(vllm_python(self.vllm.python))}"
+                f"|vllm={vllm_version(vllm_python(self.vllm.python, cuda=self.on_cuda))}"
+                + device_field(self.device_kind)
             )
         return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
 
@@ -45,6 +46,7 @@ class VllmReader(LocalReader):
             self.vllm,
             self.add_special_tokens,
             self.spec.trust_remote_code,
+            cuda_devices=len(self.probe.gpus) if self.on_cuda else 0,
         )
         return self.engine_module(generator)
 

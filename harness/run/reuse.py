@@ -40,7 +40,14 @@ def shared_instance(group: str, node: Any, build: Callable[[], T]) -> T:
     held = _instances.get(group)
     if held is not None and held[0] == key:
         return held[1]
-    _instances.pop(group, None)  # let the old object (and any weights) go before the new one loads
+    replaced = _instances.pop(group, None)
+    if replaced is not None:
+        # Let the old object go before the new one loads: its weights, and an engine it runs in another
+        # process (a vLLM worker holds its GPU memory until it exits, so the next engine could not start).
+        close = getattr(replaced[1], "close", None)
+        if callable(close):
+            close()
+        del replaced
     made = build()
     _instances[group] = (key, made)
     return made

@@ -1,0 +1,170 @@
+"""Checks of where a run will compute, before any model or dataset loads: a reader that asks for CUDA and
+would get none, a start by torchrun or srun that would run the job once per process, vLLM replicas x tensor
+parallel beyond the visible GPUs, and launchers that would hand a GPU reader no GPU or the same GPU twice.
+
+Each problem is one line naming the key, what was found and what would work (exit 2 from the command line).
+Nothing here imports torch unless the installed torch is a CUDA build and devices are not hidden
+(``harness.core.devices``), so on a CPU node the check costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from harness.core.devices import CudaProbe, cuda_problem, probe_cuda, wants_cuda
+from harness.core.process_starts import external_start
+from harness.run.check_values import is_int, select
+
+VLLM_READER = "harness.read.vllm.VllmReader"
+LOCAL_READERS = ("harness.read.hf.TransformersReader", VLLM_READER)
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def _device_count(devices: Any) -> int:
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    text = str(devices).strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
+def reader_gpus(reader: Mapping[str, Any] | None) -> int:
+    """The GPUs a reader config needs on its node: 0 for a CPU reader; a vLLM reader's replicas x tensor
+    parallel size; a transformers reader's ``trainer.devices`` (``device_map: auto`` spreads one copy over
+    what it is given: its plan, ``python -m harness.plan``, says how many it needs)."""
+    if not reader or not wants_cuda(reader.get("trainer")):
+        return 0
+    if reader.get("_target_") == VLLM_READER:
+        vllm = reader.get("vllm") or {}
+        return int(vllm.get("tensor_parallel_size") or 1) * int(vllm.get("data_parallel_size") or 1)
+    return _device_count((reader.get("trainer") or {}).get("devices", 1))
+
+
+def reader_gpus_resolver(*, _root_: DictConfig) -> int:
+    """``${reader_gpus:}`` in a launcher config: the GPUs the composed config's reader needs."""
+    reader = OmegaConf.select(_root_, "reader", default=None)
+    return reader_gpus(_plain(reader) if reader is not None else None)
+
+
+def register_resolvers() -> None:
+    if not OmegaConf.has_resolver("reader_gpus"):
+        OmegaConf.register_new_resolver("reader_gpus", reader_gpus_resolver)
+
+
+def _launcher(cfg: DictConfig) -> DictConfig | None:
+    """``hydra.launcher`` of the composed config, or of the running job when the config has no hydra node."""
+    try:
+        node = OmegaConf.select(cfg, "hydra.launcher", throw_on_resolution_failure=False)
+    except OmegaConfBaseException:
+        node = None
+    if isinstance(node, DictConfig):
+        return node
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return HydraConfig.get().launcher
+    return None
+
+
+def launcher_gpu_problems(launcher: DictConfig | None, reader: Mapping[str, Any]) -> list[str]:
+    """A launcher that would give a GPU reader no GPU (Ray's num_gpus, SLURM's gpus_per_node), cuda:0 for
+    several jobs at once (joblib), or that would run the whole job once per task (SLURM tasks_per_node)."""
+    if launcher is None:
+        return []
+    target = str(launcher.get("_target_", "")).lower()
+    needed = reader_gpus(reader)
+    name = reader.get("name", "?")
+    found = []
+
+    def value(key: str) -> Any:
+        try:
+            return OmegaConf.select(launcher, key, default=None)
+        except OmegaConfBaseException:
+            return None
+
+    if "ray" in target and needed:
+        num_gpus = value("ray.remote.num_gpus")
+        if not isinstance(num_gpus, (int, float)) or num_gpus < needed:
+            found.append(
+                f"hydra.launcher.ray.remote.num_gpus={num_gpus!r} but reader {name!r} needs {needed} GPU(s): Ray "
+                f"would hide every GPU from the job; set hydra.launcher.ray.remote.num_gpus={needed} (or leave it "
+                "at ${reader_gpus:})"
+            )
+    if "joblib" in target and needed:
+        n_jobs = value("n_jobs")
+        if n_jobs is None or not is_int(n_jobs) or n_jobs != 1:
+            found.append(
+                f"hydra.launcher.n_jobs={n_jobs!r} runs several jobs at once on this node and every one of them "
+                f"would put reader {name!r} on the same GPU (cuda:0); set hydra.launcher.n_jobs=1, or use "
+                "hydra/launcher=ray_local, which gives each job GPUs of its own"
+            )
+    if "submitit" in target:
+        tasks = value("tasks_per_node")
+        if is_int(tasks) and tasks > 1:
+            found.append(
+                f"hydra.launcher.tasks_per_node={tasks} runs the whole job {tasks} times per node; set "
+                f"hydra.launcher.tasks_per_node=1 and reader.trainer.devices={tasks}: the reader starts one "
+                "process per GPU itself"
+            )
+        gpus = value("gpus_per_node")
+        if needed and (not is_int(gpus) or gpus < needed):
+            found.append(
+                f"hydra.launcher.gpus_per_node={gpus!r} but reader {name!r} needs {needed} GPU(s); set "
+                f"hydra.launcher.gpus_per_node={needed} (or leave it at ${{reader_gpus:}})"
+            )
+    return found
+
+
+def cuda_problems(reader: Mapping[str, Any], probe: CudaProbe) -> list[str]:
+    """A reader asking for CUDA that would get none, or more vLLM GPUs than are visible."""
+    unusable = cuda_problem(str(reader.get("name", "?")), reader.get("trainer"), bool(reader.get("allow_cpu")), probe)
+    if unusable or not probe.usable or not wants_cuda(reader.get("trainer")):
+        return [unusable] if unusable else []
+    needed = reader_gpus(reader)
+    if needed > len(probe.gpus):
+        if reader.get("_target_") == VLLM_READER:
+            vllm = reader.get("vllm") or {}
+            what = (
+                f"reader.vllm.data_parallel_size={vllm.get('data_parallel_size') or 1} x "
+                f"reader.vllm.tensor_parallel_size={vllm.get('tensor_parallel_size') or 1}"
+            )
+        else:
+            what = f"reader.trainer.devices={(reader.get('trainer') or {}).get('devices')}"
+        return [
+            f"{what} needs {needed} GPUs but {len(probe.gpus)} are visible ({probe.describe()}); "
+            f"lower it to at most {len(probe.gpus)}, or ask the launcher for {needed}"
+        ]
+    if reader.get("_target_") == VLLM_READER:
+        from harness.backends.vllm_setup import VllmUnavailableError, check_build, vllm_python
+
+        try:
+            check_build(vllm_python((reader.get("vllm") or {}).get("python"), cuda=True), len(probe.gpus))
+        except VllmUnavailableError as error:
+            return [f"reader {reader.get('name', '?')!r}: {error}"]
+    return []
+
+
+def device_problems(
+    cfg: DictConfig, probe: CudaProbe | None = None, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every problem of where ``cfg`` would compute (see the module docstring)."""
+    start = external_start(environ)
+    found = [start.refusal()] if start is not None else []
+    present, node = select(cfg, "reader")
+    if not present or not isinstance(node, DictConfig) or node.get("_target_") not in LOCAL_READERS:
+        return found
+    try:
+        reader = _plain(node)
+    except OmegaConfBaseException:
+        return found  # an unresolvable value is reported by the value rules
+    assert isinstance(reader, dict)
+    found += launcher_gpu_problems(_launcher(cfg), reader)
+    if bool(cfg.get("read", True)):
+        found += cuda_problems(reader, probe if probe is not None else probe_cuda(environ))
+    return found
