@@ -23,7 +23,6 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.cache.postgres import redacted
 from harness.core import signals, threads
 from harness.run.config_check import ConfigError, launcher_problems, validate
-from harness.run.device_check import register_resolvers
 from harness.run.sweep_compose import compose_once
 
 log = logging.getLogger("harness")
@@ -40,7 +39,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Installed on import, not only in main(): a launcher's worker processes (joblib's) import this module to
 # run their jobs, and compose each job's config there from config files read once per worker.
 compose_once()
-register_resolvers()  # ${reader_gpus:} in the launcher configs
 
 # Libraries whose INFO lines (faiss's search for AVX builds, model-loading notes) say nothing about the run.
 CHATTY_LOGGERS = ("faiss", "faiss.loader", "sentence_transformers", "transformers", "httpx", "urllib3", "filelock")

@@ -213,6 +213,21 @@ def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_ve
 
 
 @pytest.mark.slow
+def test_a_reader_replaced_in_a_sweep_process_stops_its_engine(vllm_venv, tmp_path):
+    from harness.run.reuse import shared_instance
+
+    first = shared_instance("reader", {"job": 1}, lambda: smollm2("vllm", tmp_path / "first"))
+    first.answer(hotpot_prompts(2))
+    (worker,) = first.module.backend._workers
+    pid = worker.process.pid
+    assert psutil.pid_exists(pid)
+    # The next job of the sweep reads with another reader: the engine (and on a GPU its memory) goes first.
+    shared_instance("reader", {"job": 2}, lambda: smollm2("transformers", tmp_path / "second"))
+    assert worker.process.poll() is not None and not psutil.pid_exists(pid)
+    assert first._module is None
+
+
+@pytest.mark.slow
 def test_sigterm_while_the_engine_works_exits_within_five_seconds_and_leaves_no_process(
     vllm_venv, tmp_path, monkeypatch
 ):

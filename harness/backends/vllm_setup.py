@@ -101,8 +101,11 @@ def vllm_python(configured: str | None = None, cuda: bool = False) -> str:
             return candidate
     raise VllmUnavailableError(
         f"no vLLM: {DEFAULT_VENV_PYTHON} does not exist and this interpreter cannot import vllm; "
-        + ("on a GPU node: pip install vllm (a CUDA build) beside the harness, or "
-           if cuda else "run `make vllm-venv`, or ")
+        + (
+            "on a GPU node: pip install vllm (a CUDA build) beside the harness, or "
+            if cuda
+            else "run `make vllm-venv`, or "
+        )
         + f"point reader.vllm.python (or ${PYTHON_ENV}) at a Python with vLLM installed"
     )
 

@@ -77,15 +77,19 @@ class CudaProbe:
         elif self.torch_cuda is None:
             found.append(f"torch {self.torch_version} is a CPU build (install a CUDA wheel of torch)")
         elif not self.hidden:
-            found.append(f"torch {self.torch_version} (CUDA {self.torch_cuda}) sees no device ({self.error or 'no GPU'})")
+            found.append(
+                f"torch {self.torch_version} (CUDA {self.torch_cuda}) sees no device ({self.error or 'no GPU'})"
+            )
         return "; ".join(found)
 
     def describe(self) -> str:
         """One line: the visible devices, or why there are none."""
         if not self.usable:
             return f"no CUDA: {self.findings()}"
-        names = ", ".join(f"cuda:{g.index} {g.name} {g.memory_bytes / 2**30:.0f} GiB sm{g.capability[0]}{g.capability[1]}"
-                          for g in self.gpus)
+        names = ", ".join(
+            f"cuda:{g.index} {g.name} {g.memory_bytes / 2**30:.0f} GiB sm{g.capability[0]}{g.capability[1]}"
+            for g in self.gpus
+        )
         return f"{len(self.gpus)} CUDA device(s): {names}"
 
 

@@ -26,7 +26,9 @@ class ExternalStart:
     def refusal(self) -> str:
         """The one-line config error, naming the command that starts the job once."""
         if self.launcher == "torchrun":
-            instead = "run `python -m harness ... reader.trainer.devices=N` without torchrun (or torchrun --nproc-per-node=1)"
+            instead = (
+                "run `python -m harness ... reader.trainer.devices=N` without torchrun (or torchrun --nproc-per-node=1)"
+            )
         else:
             instead = (
                 "submit one task per job (hydra.launcher.tasks_per_node=1, or srun --ntasks=1 --gpus-per-task=N) "

@@ -266,8 +266,9 @@ class LocalReader(Reader):
         if problem:
             raise ValueError(problem)
         if wants_cuda(self.trainer_settings) and not self.probe.usable:
-            log.warning("reader %s: no CUDA (%s); reading on the CPU (reader.allow_cpu=true)", self.name,
-                        self.probe.findings())
+            log.warning(
+                "reader %s: no CUDA (%s); reading on the CPU (reader.allow_cpu=true)", self.name, self.probe.findings()
+            )
             self.trainer_settings["accelerator"] = "cpu"
         start = external_start()
         if start is not None:
@@ -281,7 +282,8 @@ class LocalReader(Reader):
         else:
             where = f"cpu ({devices} process(es))" if str(devices) != "1" else "cpu"
         if self.spec.placed:
-            how = f"placed at load (device_map={self.spec.device_map or 'auto/cpu'}, quantization={self.spec.quantization})"
+            how = f"placed at load (device_map={self.spec.device_map or 'auto/cpu'}, "
+            how += f"quantization={self.spec.quantization})"
         else:
             how = f"Lightning, {self.trainer_settings.get('accelerator')} x {devices}"
         return f"{where}; dtype {self.dtype_name}; {how}"

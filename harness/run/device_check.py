@@ -168,3 +168,8 @@ def device_problems(
     if bool(cfg.get("read", True)):
         found += cuda_problems(reader, probe if probe is not None else probe_cuda(environ))
     return found
+
+
+# On import: every composer of the config (the command line, harness.plan, the tests) imports this module
+# through the config check before it resolves a launcher config.
+register_resolvers()
