@@ -2,10 +2,11 @@
 
 On a GPU: bfloat16 where the device computes it natively (compute capability >= 8.0), else float16
 (``torch.cuda.is_bf16_supported()`` is true on a T4 or V100 too, where bf16 is emulated; vLLM refuses it).
-On a CPU: bfloat16 only where the CPU has bf16 instructions (``avx512_bf16``, or AMX's ``amx_bf16``); elsewhere float32. Without them PyTorch emulates
-bf16 matmuls, and a bf16 prefill measured 3-6x slower than float32 on an AVX2-only machine, while on a
-machine with AMX bf16 is the fast path. The choice is logged once, and the reader and tree-LM cache
-identities hold the chosen dtype, never ``auto``: answers in bf16 and float32 differ.
+On a CPU: bfloat16 only where the CPU has bf16 instructions (``avx512_bf16``, or AMX's ``amx_bf16``);
+elsewhere float32. Without them PyTorch emulates bf16 matmuls, and a bf16 prefill measured 3-6x slower than
+float32 on an AVX2-only machine, while on a machine with AMX bf16 is the fast path. The choice is logged
+once, and the reader and tree-LM cache identities hold the chosen dtype, never ``auto``: answers in bf16
+and float32 differ.
 """
 
 from __future__ import annotations
