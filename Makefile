@@ -20,7 +20,7 @@ export TRANSFORMERS_OFFLINE := 1
 # W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
 # transformers prints a line on import whenever WANDB_MODE=offline is set.
 
-.PHONY: setup models models-1.5b vllm-venv browser run lint test test-fast bench studies clean-cache help
+.PHONY: setup setup-gpu models models-1.5b vllm-venv browser run lint test test-fast bench studies clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -62,6 +62,21 @@ $(VLLM_STAMP):
 	touch $@
 
 vllm-venv: $(VLLM_STAMP)  ## the vLLM CPU engine in its own venv ($(VLLM_VENV)); part of `make test`
+
+# GPU nodes. faiss-gpu-cu12 replaces faiss-cpu (both install the `faiss` folder, so they cannot sit side by side,
+# and a package extra can only add), torch is swapped for PyPI's wheel of the same version (a CUDA build on Linux x86_64), and vLLM's CUDA
+# build gets a venv of its own (it pins its own torch): the reader prefers it over the CPU build on a node with
+# CUDA (harness/backends/vllm_setup.py) and refuses a CPU build there.
+VLLM_CUDA_VENV ?= .venv-vllm-cuda
+
+setup-gpu: $(STAMP)  ## GPU node: CUDA torch, faiss-gpu-cu12 in place of faiss-cpu, vLLM's CUDA build in $(VLLM_CUDA_VENV)
+	version=$$($(PY) -c "import torch; print(torch.__version__.split('+')[0])") && \
+	  $(PY) -m pip uninstall --quiet --yes torch && $(PY) -m pip install --quiet torch==$$version
+	$(PY) -m pip uninstall --quiet --yes faiss-cpu
+	$(PY) -m pip install --quiet faiss-gpu-cu12
+	$(PYTHON) -m venv $(VLLM_CUDA_VENV)
+	$(VLLM_CUDA_VENV)/bin/python -m pip install --quiet --upgrade pip vllm
+	$(PY) -c "import faiss, torch; print('torch', torch.__version__, 'CUDA', torch.cuda.is_available(), '| faiss GPUs', faiss.get_num_gpus())"
 
 # Headless Chromium and its WebDriver from Debian's packages, for the browser tests of the HTML results viewer
 # (tests/helpers/browser.py). The two binaries are the stamp: nothing is done when both exist.

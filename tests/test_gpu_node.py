@@ -7,6 +7,7 @@ probe with devices stands for a node whose CUDA works."""
 from __future__ import annotations
 
 import logging
+import re
 import os
 import subprocess
 import sys
@@ -313,3 +314,36 @@ def test_a_cpu_build_of_vllm_on_a_node_with_gpus_is_a_named_error():
     assert "pip install vllm" in line
     # The CPU rung asks for no GPU: its CPU build is what it wants.
     assert device_problems(cfg("reader=smollm2_135m_vllm"), probe=gpus(1), environ={}) == []
+
+
+# ---- encoders, rerankers and FAISS ----------------------------------------------------------------------
+
+
+def test_encoders_and_rerankers_follow_cuda_when_it_is_usable():
+    from harness.core.devices import resolve_device
+
+    composed = cfg()
+    assert composed.retriever.encoder.device == "auto"
+    assert resolve_device("auto", "retriever.encoder") == "cpu"  # no CUDA on this machine
+    assert resolve_device("cpu", "reranker") == "cpu"
+    with pytest.raises(ValueError, match="^" + re.escape(f"reranker.device=cuda:1 but found {CPU_WHEEL}")):
+        resolve_device("cuda:1", "reranker")
+
+
+def test_faiss_searches_on_the_gpus_only_with_a_gpu_build_and_a_large_index(monkeypatch):
+    import numpy as np
+
+    from harness.core.devices import faiss_builds
+    from harness.retrieve import dense
+
+    assert dense.faiss_gpus() == 0 and [b.split("-")[1] for b in faiss_builds()] == ["cpu"]
+    assert dense.search_on_gpu(1_000_000, 4) and not dense.search_on_gpu(10, 4)
+    assert not dense.search_on_gpu(1_000_000, 0)
+    vectors = np.eye(4, dtype=np.float32)
+    scores, indices = dense.inner_product_search(vectors, vectors[[2]], top=2)
+    assert indices[0, 0] == 2 and scores[0, 0] == pytest.approx(1.0)
+    # Both builds installed (pip install -e '.[dev]' after `make setup-gpu`): one line naming the fix.
+    monkeypatch.setattr("harness.run.device_check.faiss_builds", lambda: ["faiss-cpu-1.15.1", "faiss-gpu-cu12-1.12.0"])
+    (line,) = device_problems(cfg(), probe=gpus(1), environ={})
+    assert line.startswith("faiss is installed twice (faiss-cpu-1.15.1, faiss-gpu-cu12-1.12.0)")
+    assert "pip uninstall -y faiss-cpu faiss-gpu-cu12 && pip install faiss-gpu-cu12" in line

@@ -22,6 +22,7 @@ from harness.core.model_files import files_signature
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV_PYTHON = PROJECT_ROOT / ".venv-vllm" / "bin" / "python"
+CUDA_VENV_PYTHON = PROJECT_ROOT / ".venv-vllm-cuda" / "bin" / "python"  # `make setup-gpu` builds it
 PYTHON_ENV = "HARNESS_VLLM_PYTHON"
 # A weight shard of a 32B model is gigabytes; its identity reads its first and last MiB, its size and name.
 WHOLE_FILE_BYTES = 64 << 20
@@ -86,8 +87,8 @@ class VllmSettings:
 def vllm_python(configured: str | None = None, cuda: bool = False) -> str:
     """The interpreter that runs the worker: ``configured``, else ``$HARNESS_VLLM_PYTHON``, else, on a CPU,
     the project's ``.venv-vllm`` (the CPU build ``make test`` installs) and then this interpreter when it can
-    import vLLM. With CUDA visible (``cuda``) this interpreter comes first: a GPU node's vLLM is installed
-    beside the harness, and ``.venv-vllm`` there would read every prompt on the CPU. Whichever is chosen,
+    import vLLM. With CUDA visible (``cuda``) the CUDA build comes first (``.venv-vllm-cuda`` from ``make
+    setup-gpu``, then this interpreter): ``.venv-vllm`` there would read every prompt on the CPU. Whichever is chosen,
     :func:`check_build` refuses a CPU build on a node with CUDA."""
     for candidate, origin in ((configured, "reader.vllm.python"), (os.environ.get(PYTHON_ENV), PYTHON_ENV)):
         if candidate:
@@ -96,7 +97,8 @@ def vllm_python(configured: str | None = None, cuda: bool = False) -> str:
             return str(candidate)
     here = sys.executable if importlib.util.find_spec("vllm") is not None else None
     venv = str(DEFAULT_VENV_PYTHON) if DEFAULT_VENV_PYTHON.is_file() else None
-    for candidate in (here, venv) if cuda else (venv, here):
+    cuda_venv = str(CUDA_VENV_PYTHON) if CUDA_VENV_PYTHON.is_file() else None
+    for candidate in (cuda_venv, here, venv) if cuda else (venv, here):
         if candidate:
             return candidate
     raise VllmUnavailableError(

@@ -159,3 +159,34 @@ def cuda_problem(name: str, trainer: Mapping[str, Any] | None, allow_cpu: bool, 
         f"reader {name!r} reads on CUDA (reader.trainer.accelerator={(trainer or {}).get('accelerator')}) but "
         f"found {probe.findings()}; run it on a GPU node, or set reader.allow_cpu=true to read on the CPU"
     )
+
+
+def resolve_device(device: str, owner: str) -> str:
+    """A torch device for an encoder or reranker: ``auto`` is ``cuda`` when CUDA is usable, else ``cpu``;
+    ``cuda`` (or ``cuda:N``) without CUDA is refused naming ``owner`` and what was found."""
+    text = str(device).strip().lower()
+    if text == "auto":
+        return "cuda" if probe_cuda().usable else "cpu"
+    if text.startswith("cuda"):
+        probe = probe_cuda()
+        if not probe.usable:
+            raise ValueError(f"{owner}.device={device} but found {probe.findings()}; use {owner}.device=auto or cpu")
+    return str(device)
+
+
+# faiss-cpu and faiss-gpu-* install the same ``faiss`` package folder: with both, whichever was installed last
+# wins file by file, and an index may come from one build and its GPU calls from another.
+FAISS_DISTRIBUTIONS = ("faiss-cpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss-gpu")
+
+
+def faiss_builds() -> list[str]:
+    """The faiss distributions installed (by their metadata; nothing is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in FAISS_DISTRIBUTIONS:
+        try:
+            found.append(f"{name}-{version(name)}")
+        except PackageNotFoundError:
+            continue
+    return found

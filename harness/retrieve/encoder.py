@@ -9,6 +9,7 @@ import numpy as np
 
 from harness.cache import ArrayStore, stable_hash
 from harness.cache.fingerprint import code_fingerprint
+from harness.core.devices import resolve_device
 from harness.retrieve.offline_encoders import DEFAULT_MODELS_DIR, resolve_model_path
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class Encoder:
         cache_dir: str | None = None,
         batch_size: int = 64,
         truncate_dim: int | None = None,
-        device: str = "cpu",
+        device: str = "auto",
         query_prefix: str = "",
         document_prefix: str = "",
         max_seq_length: int | None = None,
@@ -61,7 +62,8 @@ class Encoder:
 
             path = resolve_model_path(self.model_name, self.models_dir)
             log.debug("loading encoder %s from %s", self.model_name, path)
-            self._model = SentenceTransformer(path, device=self.device, truncate_dim=self.truncate_dim)
+            device = resolve_device(self.device, "retriever.encoder")
+            self._model = SentenceTransformer(path, device=device, truncate_dim=self.truncate_dim)
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
         return self._model

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.cache import TextStore, stable_hash
 from harness.cache.fingerprint import code_fingerprint
+from harness.core.devices import resolve_device
 from harness.core.types import Pool
 from harness.retrieve.dense import candidate_text
 
@@ -27,7 +28,7 @@ class CrossEncoderReranker:
         model: str = "BAAI/bge-reranker-v2-m3",
         batch_size: int = 32,
         max_length: int = 512,
-        device: str = "cpu",
+        device: str = "auto",
         cache_dir: str | None = None,
     ) -> None:
         self.model_name = model
@@ -43,7 +44,8 @@ class CrossEncoderReranker:
             from sentence_transformers import CrossEncoder
 
             log.info("loading cross-encoder %s", self.model_name)
-            self._model = CrossEncoder(self.model_name, max_length=self.max_length, device=self.device)
+            device = resolve_device(self.device, "reranker")
+            self._model = CrossEncoder(self.model_name, max_length=self.max_length, device=device)
         return self._model
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:

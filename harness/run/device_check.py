@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.core.devices import CudaProbe, cuda_problem, probe_cuda, wants_cuda
+from harness.core.devices import CudaProbe, cuda_problem, faiss_builds, probe_cuda, wants_cuda
 from harness.core.process_starts import external_start
 from harness.run.check_values import is_int, select
 
@@ -156,6 +156,13 @@ def device_problems(
     """Every problem of where ``cfg`` would compute (see the module docstring)."""
     start = external_start(environ)
     found = [start.refusal()] if start is not None else []
+    builds = faiss_builds()
+    if len(builds) > 1:
+        found.append(
+            f"faiss is installed twice ({', '.join(builds)}): the builds share the faiss package folder; keep one: "
+            "pip uninstall -y " + " ".join(b.rsplit("-", 1)[0] for b in builds) + " && pip install faiss-gpu-cu12 "
+            "(GPU nodes, `make setup-gpu`) or faiss-cpu"
+        )
     present, node = select(cfg, "reader")
     if not present or not isinstance(node, DictConfig) or node.get("_target_") not in LOCAL_READERS:
         return found
