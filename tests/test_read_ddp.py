@@ -1,5 +1,5 @@
-"""Multi-process prediction: Lightning DDP (spawned, gloo on CPU) with two processes answers exactly what one
-process answers (float32, whose answers do not depend on the batch composition), for reads smaller than, equal
+"""Multi-process prediction: Lightning DDP (spawned, gloo on CPU, each process loading its own weights) with two
+processes answers exactly what one process answers (float32, whose answers do not depend on the batch composition), for reads smaller than, equal
 to and larger than a batch, and for a resumed read that lacks a single prompt."""
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def test_two_processes_answer_what_one_process_answers(tmp_path):
         assert (ddp.generated, ddp.requested) == (count, count)
         stored = ddp.cache.get_texts([ddp.cache_key(p) for p in prompts])
         assert len(stored) == count  # nothing written twice under another key, nothing extra
+        # Each process loaded its own weights in setup(); the parent never held any to send them.
+        assert not list(ddp.module.parameters()) and ddp.module.generation_config is None
 
     # A resumed read that lacks one prompt: one new prompt for two processes (the empty padding batch).
     resumed_dir = tmp_path / "resumed"

@@ -34,9 +34,12 @@ class TransformersReader(LocalReader):
         return full_precision or self.batch_size == 1
 
     def build_module(self):
+        """The module with its weights; when the reader runs as several processes, each process loads its
+        own in ``setup`` (the parent holds none)."""
         from harness.read.module import ReaderModule
 
-        model, tokenizer = self.spec.load()
+        per_process = self.processes != 1
+        model, tokenizer = (None, self.spec.load_tokenizer()) if per_process else self.spec.load()
         if self._tokenizer is None:
             self._tokenizer = tokenizer
         return ReaderModule(
@@ -47,4 +50,5 @@ class TransformersReader(LocalReader):
             add_special_tokens=self.add_special_tokens,
             placed=self.spec.placed,
             torch_threads=resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)"),
+            loader=self.spec.load if per_process else None,
         )

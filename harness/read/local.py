@@ -237,6 +237,11 @@ class LocalReader(Reader):
         )
 
     @property
+    def processes(self) -> int | None:
+        """The processes the trainer settings start (None: Lightning decides, as for ``devices: -1``)."""
+        return _process_count(self.trainer_settings)
+
+    @property
     def probe(self) -> CudaProbe:
         """This process's CUDA, probed once per reader."""
         if self._probe is None:

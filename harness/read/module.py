@@ -71,27 +71,44 @@ class ReaderModule(pl.LightningModule):
         placed: bool = False,
         torch_threads: int | None = None,
         backend=None,
+        loader=None,
     ) -> None:
         super().__init__()
         # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
         # (the llama.cpp backend); it holds no torch parameters, so Lightning has nothing to place.
+        # ``loader``: a picklable ``() -> (model, tokenizer)`` called in ``setup``, so that under DDP each
+        # process loads its own weights instead of receiving the parent's (through shared memory: a 7B bf16
+        # model needs 15 GB of /dev/shm, and the parent would hold a copy it never computes with).
         object.__setattr__(self, "_backend", backend)
-        if backend is not None:
-            if model is not None:
-                raise ValueError("ReaderModule takes a Hugging Face model or a generation backend, not both")
-            placed = False
-        elif placed:
-            object.__setattr__(self, "_placed_model", model)
-        else:
-            self.model = model
-        self.placed = placed
+        object.__setattr__(self, "_loader", loader)
+        if backend is not None and (model is not None or loader is not None):
+            raise ValueError("ReaderModule takes a Hugging Face model or a generation backend, not both")
+        if model is not None and loader is not None:
+            raise ValueError("ReaderModule takes a loaded model or a loader, not both")
+        self.placed = placed and backend is None
         self.torch_threads = torch_threads
         self.tokenizer = tokenizer
         self.add_special_tokens = add_special_tokens
-        self.is_encoder_decoder = backend is None and bool(getattr(model.config, "is_encoder_decoder", False))
-        self.generation_config = (
-            None if backend is not None else greedy_generation_config(model, tokenizer, max_new_tokens, num_beams)
-        )
+        self.max_new_tokens = max_new_tokens
+        self.num_beams = num_beams
+        self.is_encoder_decoder = False
+        self.generation_config = None
+        if model is not None:
+            self._attach(model)
+
+    def _attach(self, model) -> None:
+        if self.placed:
+            object.__setattr__(self, "_placed_model", model)
+        else:
+            self.model = model
+        self.is_encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+        self.generation_config = greedy_generation_config(model, self.tokenizer, self.max_new_tokens, self.num_beams)
+
+    def setup(self, stage: str) -> None:
+        """Load the weights here, in the process that computes with them (see ``loader``), once."""
+        if self._loader is not None and self.generation_config is None:
+            model, _ = self._loader()
+            self._attach(model)
 
     @property
     def backend(self):
