@@ -20,7 +20,7 @@ CONF = REPO / "conf"
 MODELS_DIR = REPO / ".cache/models"
 READER_CONFIGS = sorted(p.stem for p in (CONF / "reader").glob("*.yaml"))
 # Readers behind an HTTP server load no weights at all; tests/test_read_server.py covers them.
-SERVER_READERS = {"openai_compat"}
+SERVER_READERS = {"openai_compat", "openai_compat_servers"}
 
 
 @pytest.fixture(scope="session")

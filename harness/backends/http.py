@@ -21,10 +21,18 @@ import httpx
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Timeouts a long generation or a busy local pool causes on a live server; a connect timeout is not among them.
+SLOW_NOT_DOWN = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 
 
 class ServerRequestError(RuntimeError):
     """A request the server refused for good, or that kept failing past the retry limit."""
+
+
+class ServerUnavailableError(ServerRequestError):
+    """Retries ran out on a server that stopped answering: its connection failed (refused, reset, dropped)
+    or it kept answering 5xx. Unlike a refusal (4xx) or a read timeout, which a slow prompt causes on any
+    server, this says the server is down, so the prompt may be sent to another server of the same model."""
 
 
 class OpenAICompatClient:
@@ -125,6 +133,7 @@ class OpenAICompatClient:
         url = f"{self.base_url}/{path.lstrip('/')}"
         headers = self.headers()
         last_error = ""
+        down = False  # whether the last failure says the server is down rather than slow or overloaded
         for attempt in range(self.max_retries + 1):
             self._wait_for_slot()
             response = None
@@ -132,6 +141,7 @@ class OpenAICompatClient:
                 response = self.client.post(url, json=payload, headers=headers)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
+                down = not isinstance(exc, SLOW_NOT_DOWN)
             else:
                 if response.status_code == 200:
                     try:
@@ -144,6 +154,7 @@ class OpenAICompatClient:
                         raise ServerRequestError(f"{self.name}: malformed response from {url}: {response.text[:300]}")
                     return data
                 last_error = f"HTTP {response.status_code}: {response.text[:300]}"
+                down = response.status_code >= 500
                 if response.status_code not in RETRY_STATUSES:
                     raise ServerRequestError(f"{self.name}: {url} refused the request ({last_error})")
             if attempt == self.max_retries:
@@ -153,7 +164,8 @@ class OpenAICompatClient:
                 self.retries += 1
             log.warning("%s: attempt %d failed (%s); retrying in %.1f s", self.name, attempt + 1, last_error, delay)
             self._sleep(delay)
-        raise ServerRequestError(f"{self.name}: {url} failed after {self.max_retries + 1} attempts ({last_error})")
+        error = ServerUnavailableError if down else ServerRequestError
+        raise error(f"{self.name}: {url} failed after {self.max_retries + 1} attempts ({last_error})")
 
 
 def first_choice(data: dict[str, Any], field: str, name: str) -> tuple[str, dict[str, Any]]:

@@ -15,22 +15,25 @@ in ``prompt_token_mismatches`` and logged.
 Requests run ``concurrency`` at a time from a thread pool over one shared HTTP client (retries with
 backoff on 429/5xx honouring ``Retry-After``); each answer is committed to the response cache as it
 arrives, so a killed run keeps every answer already received.
+
+``base_urls`` (instead of ``base_url``) names several servers of the same model: prompts are dealt out to
+them in turn, ``concurrency`` in flight on each, and a server that goes down hands its prompts to the others
+(:mod:`harness.backends.server_pool`). The first URL stands for them all in the reader's identity, as
+``base_url`` does for one server, so the cache key is the same whichever server answers and however many serve.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from harness.backends.http import OpenAICompatClient, ServerRequestError, first_choice
 from harness.backends.loading import ModelSpec
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
+from harness.backends.server_pool import ServerPool
 from harness.cache import stable_hash
-from harness.core import signals
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest, Reader, Response
 from harness.read.prompt import PromptTemplate
@@ -44,8 +47,9 @@ CLIENT_DEFAULTS = {"base_url": "http://127.0.0.1:8080/v1", "timeout_s": 120.0}
 
 
 class ServerReader(Reader):
-    """A :class:`harness.read.base.Reader` over an OpenAI-compatible server, behind the same response
-    cache. The remaining keyword arguments are the HTTP client's (:class:`harness.backends.http.OpenAICompatClient`)."""
+    """A :class:`harness.read.base.Reader` over an OpenAI-compatible server (``base_url``) or several serving
+    one model (``base_urls``), behind the same response cache. The remaining keyword arguments are the HTTP
+    client's (:class:`harness.backends.http.OpenAICompatClient`), one client per server."""
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class ServerReader(Reader):
         extra_body: Mapping[str, Any] | None = None,
         prompt: PromptTemplate | Mapping[str, Any] | None = None,
         cache_dir: str | Path | None = None,
+        base_urls: Sequence[str] | None = None,
         **client: Any,
     ) -> None:
         if not model:
@@ -84,6 +89,7 @@ class ServerReader(Reader):
             raise ValueError(f"reader {name!r}: concurrency must be >= 1, got {concurrency}")
         if temperature < 0:
             raise ValueError(f"reader {name!r}: temperature must be >= 0, got {temperature}")
+        urls = server_urls(name, client.pop("base_url", None), base_urls)
         super().__init__(name, max_new_tokens=max_new_tokens, prompt=prompt, cache_dir=cache_dir)
         self.model = str(model)
         self.endpoint = endpoint
@@ -100,16 +106,20 @@ class ServerReader(Reader):
         self.concurrency = int(concurrency)
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
-        self.http = OpenAICompatClient(
-            **{**CLIENT_DEFAULTS, **client}, name=f"reader {name!r}", max_connections=self.concurrency
-        )
+        settings = {k: v for k, v in CLIENT_DEFAULTS.items() if k != "base_url"} | client
+        self.http = ServerPool(urls, self.concurrency, f"reader {name!r}", **settings)
         self.prompt_token_mismatches = 0  # answers whose server-side prompt length differed from ours
 
     # ---- identity -------------------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
-        return self.http.base_url
+        """The server that names them all in the identity: the only one, or the first of ``base_urls``."""
+        return self.http.base_urls[0]
+
+    @property
+    def base_urls(self) -> list[str]:
+        return list(self.http.base_urls)
 
     @property
     def model_id(self) -> str:
@@ -117,8 +127,9 @@ class ServerReader(Reader):
 
     @property
     def reader_id(self) -> str:
-        """Everything besides the prompt that changes an answer: the served model and where, the endpoint
-        and the decoding settings (the seed only matters, and only counts, when sampling)."""
+        """Everything besides the prompt that changes an answer: the served model and where (the first
+        server; every server serves the same model), the endpoint and the decoding settings (the seed only
+        matters, and only counts, when sampling)."""
         decode = "greedy" if self.temperature == 0 else f"temperature={self.temperature}|seed={self.seed}"
         parts = [
             self.model_id,
@@ -172,75 +183,30 @@ class ServerReader(Reader):
         body.update(self.extra_body)
         return body
 
-    def _request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        data = self.http.post(ENDPOINTS[self.endpoint], body)
+    def _request(self, client: OpenAICompatClient, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        data = client.post(ENDPOINTS[self.endpoint], body)
         return first_choice(data, "message" if self.endpoint == "chat" else "text", f"reader {self.name!r}")
 
     def _generate(self, prompts: list[PromptRequest], prompt_keys: list[str]) -> dict[str, Response]:
-        """Send ``prompts`` ``concurrency`` at a time. Answers are cached as they arrive (with the prompt
-        lengths, by ``_keep``); on the first failure the requests not yet started are cancelled, those in
-        flight finish and are kept. Answers are extracted from the raw text on every read, so cached
+        """Send ``prompts`` ``concurrency`` at a time to each server. Answers are cached as they arrive (with
+        the prompt lengths, by ``_keep``); on the first failure the requests not yet started are not sent,
+        those in flight finish and are kept. Answers are extracted from the raw text on every read, so cached
         entries follow the current rules."""
         raws: dict[str, Response] = {}
-        failure: tuple[int, BaseException] | None = None
-        index = {p: i for i, p in enumerate(prompts)}
-        keys = dict(zip(prompts, prompt_keys, strict=False))
-        abort = threading.Event()
-
         # Built in the calling thread: rendering uses the tokenizer, which is not safe to share between threads.
-        bodies = {p: self.payload(p) for p in prompts}
+        bodies = [self.payload(p) for p in prompts]
 
-        def request(prompt: PromptRequest) -> tuple[str, dict[str, Any]] | None:
-            # Checked by the worker itself: a worker that just failed must not start the next prompt
-            # before the calling thread has had a chance to cancel it.
-            if abort.is_set():
-                return None
-            try:
-                return self._request(bodies[prompt])
-            except BaseException:
-                abort.set()
-                raise
+        def keep(i: int, result: tuple[str, dict[str, Any]]) -> None:
+            raw, usage = result
+            self._keep(prompts[i], prompt_keys[i], raw, usage)
+            raws[prompt_keys[i]] = {"answer": extract_answer(raw), "raw": raw}
 
-        prefix = f"reader-{self.name}"
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)), thread_name_prefix=prefix)
-        stopped = False
-        try:
-            pending = {pool.submit(request, p): p for p in prompts}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    prompt = pending.pop(future)
-                    if future.cancelled():
-                        continue
-                    error = future.exception()
-                    if error is not None:
-                        if failure is None:
-                            failure = (index[prompt], error)
-                            for other in pending:
-                                other.cancel()
-                        continue
-                    result = future.result()
-                    if result is None:  # skipped after another prompt failed
-                        continue
-                    raw, usage = result
-                    self._keep(prompt, keys[prompt], raw, usage)
-                    raws[keys[prompt]] = {"answer": extract_answer(raw), "raw": raw}
-        except signals.Interrupted:
-            # A stop does not wait for the answers in flight (a large model's can take minutes): the
-            # requests not started are cancelled, those running are left behind, and what arrived is cached.
-            stopped = True
-            pool.shutdown(wait=False, cancel_futures=True)
-            signals.leave_behind([t for t in threading.enumerate() if t.name.startswith(prefix)])
-            raise
-        finally:
-            if not stopped:
-                pool.shutdown(wait=True, cancel_futures=True)
-        if failure is not None:
-            i, error = failure
+        failed = self.http.run(bodies, self._request, keep, thread_prefix=f"reader-{self.name}")
+        if failed is not None:
             raise ServerRequestError(
-                f"reader {self.name!r}: prompt {i} of {len(prompts)} failed ({len(raws)} answers received and "
-                f"cached): {error}"
-            ) from error
+                f"reader {self.name!r}: prompt {failed.index} of {len(prompts)} failed ({len(raws)} answers "
+                f"received and cached): {failed.error}"
+            ) from failed.error
         return raws
 
     def _keep(self, request: PromptRequest, key: str, raw: str, usage: Mapping[str, Any]) -> None:
@@ -264,3 +230,17 @@ class ServerReader(Reader):
 
     def close(self) -> None:
         self.http.close()
+
+
+def server_urls(name: str, base_url: str | None, base_urls: Sequence[str] | None) -> list[str]:
+    """The servers of a reader: ``base_url`` (one) or ``base_urls`` (several), never both."""
+    if base_urls is None:
+        return [CLIENT_DEFAULTS["base_url"] if base_url is None else base_url]
+    if base_url is not None:
+        raise ValueError(
+            f"reader {name!r}: reader.base_url={base_url!r} and reader.base_urls are both set; give base_url for "
+            "one server or base_urls for several (set the other to null)"
+        )
+    if isinstance(base_urls, str) or not base_urls:
+        raise ValueError(f"reader {name!r}: reader.base_urls must be a non-empty list of URLs, got {base_urls!r}")
+    return [str(url) for url in base_urls]

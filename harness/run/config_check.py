@@ -23,12 +23,14 @@ from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
+from harness.run.device_check import device_problems
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
 from harness.run.service_check import (
     LIBPQ_PARAMETERS,
     SSLMODES,
     is_vllm_reader,
     reader_class_problems,
+    server_url_problems,
     url_problems,
     vllm_problems,
 )
@@ -338,6 +340,9 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
         found += url_problems(str(url))
     found += reader_class_problems(cfg)
     found += vllm_problems(cfg)
+    found += server_url_problems(cfg)
+    if not found:  # where it would compute, once its values are known to be valid
+        found += device_problems(cfg)
     path = _dataset_path(cfg)
     if path is not None and not path.exists():
         found.append(

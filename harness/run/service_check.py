@@ -1,12 +1,13 @@
 """Checks of the services a run talks to, before any model or file is loaded: the PostgreSQL cache URL's
-parameters, a reader config naming its class, and a vLLM reader's engine settings and interpreter."""
+parameters, a reader config naming its class, a server reader's URLs, and a vLLM reader's engine settings
+and interpreter."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from harness.cache.postgres import redacted
 from harness.run.check_values import closest, select
@@ -77,6 +78,32 @@ def reader_class_problems(cfg: DictConfig) -> list[str]:
         f"{what}: readers name their class in reader._target_ and have no backend key; "
         f"set reader._target_={replacement}{remove}"
     ]
+
+
+def server_url_problems(cfg: DictConfig) -> list[str]:
+    """``reader.base_urls`` of a server reader: a non-empty list of distinct http(s) URLs, and not given
+    together with ``reader.base_url`` (found before the retrieval stages, not at the first read)."""
+    from urllib.parse import urlsplit
+
+    present, urls = select(cfg, "reader.base_urls")
+    if not present or urls is None:
+        return []
+    allowed = "a non-empty list of http:// or https:// URLs, one per server of the same model, or null"
+    if not isinstance(urls, ListConfig) or not urls:
+        return [f"reader.base_urls={urls!r} is not a list of URLs; allowed: {allowed}"]
+    found = [
+        f"reader.base_urls[{i}]={url!r} is not a URL; allowed: {allowed}"
+        for i, url in enumerate(urls)
+        if not (isinstance(url, str) and url.startswith(("http://", "https://")) and urlsplit(url).hostname)
+    ]
+    stripped = [str(url).rstrip("/") for url in urls]
+    found += [f"reader.base_urls[{i}]={url!r} is listed twice" for i, url in enumerate(stripped) if url in stripped[:i]]
+    if select(cfg, "reader.base_url")[1] is not None:
+        found.append(
+            "reader.base_url and reader.base_urls are both set; allowed: base_url for one server or base_urls for "
+            "several (set reader.base_url=null, or use reader=openai_compat_servers)"
+        )
+    return found
 
 
 def vllm_problems(cfg: DictConfig) -> list[str]:
