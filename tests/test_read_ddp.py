@@ -1,6 +1,7 @@
 """Multi-process prediction: Lightning DDP (spawned, gloo on CPU, each process loading its own weights) with two
-processes answers exactly what one process answers (float32, whose answers do not depend on the batch composition), for reads smaller than, equal
-to and larger than a batch, and for a resumed read that lacks a single prompt."""
+processes answers exactly what one process answers (float32, whose answers do not depend on the batch
+composition), for reads smaller than, equal to and larger than a batch, and for a resumed read that lacks a
+single prompt."""
 
 from __future__ import annotations
 

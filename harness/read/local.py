@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
-from harness.core.devices import CUDA_ACCELERATORS, CudaProbe, cuda_problem, probe_cuda, wants_cuda
-from harness.core.process_starts import external_start
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest, Reader, Response
+from harness.read.devices import ReaderDevices
 from harness.read.prompt import PromptTemplate
 
 log = logging.getLogger(__name__)
@@ -167,9 +166,8 @@ class LocalReader(Reader):
         self.sort_by_length = sort_by_length
         self.show_progress = show_progress
         self.torch_threads = torch_threads
-        self.allow_cpu = bool(allow_cpu)
+        self.devices = ReaderDevices(name, spec, self.trainer_settings, allow_cpu)
         self._module = None
-        self._probe: CudaProbe | None = None
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -242,56 +240,18 @@ class LocalReader(Reader):
         return _process_count(self.trainer_settings)
 
     @property
-    def probe(self) -> CudaProbe:
-        """This process's CUDA, probed once per reader."""
-        if self._probe is None:
-            self._probe = probe_cuda()
-        return self._probe
-
-    @property
     def on_cuda(self) -> bool:
-        """Whether this reader computes on CUDA GPUs: it asks for them, or leaves the choice to Lightning or
-        a device map, and CUDA is usable."""
-        accelerator = str(self.trainer_settings.get("accelerator", "cpu")).lower()
-        asks = accelerator in CUDA_ACCELERATORS or accelerator == "auto" or self.spec.device_map == "auto"
-        return asks and self.probe.usable
+        return self.devices.on_cuda
 
     @property
     def device_kind(self) -> str:
-        """Where answers are computed, as they can differ: ``cpu``, or ``cuda-sm80`` (the lowest compute
-        capability among the visible devices: kernels are chosen by it)."""
-        if not self.on_cuda:
-            return "cpu"
-        return min(self.probe.gpus, key=lambda gpu: gpu.capability).kind
+        return self.devices.kind
 
     def check_device(self) -> None:
-        """Before any weights load: a reader asking for CUDA that has none stops here, unless it opted into
-        the CPU (then it reads there, and says so)."""
-        problem = cuda_problem(self.name, self.trainer_settings, self.allow_cpu, self.probe)
-        if problem:
-            raise ValueError(problem)
-        if wants_cuda(self.trainer_settings) and not self.probe.usable:
-            log.warning(
-                "reader %s: no CUDA (%s); reading on the CPU (reader.allow_cpu=true)", self.name, self.probe.findings()
-            )
-            self.trainer_settings["accelerator"] = "cpu"
-        start = external_start()
-        if start is not None:
-            raise ValueError(start.refusal())
+        self.devices.check()
 
     def placement(self) -> str:
-        """Device(s), dtype and placement, as the read stage's first line gives them."""
-        devices = self.trainer_settings.get("devices", 1)
-        if self.on_cuda:
-            where = self.probe.describe()
-        else:
-            where = f"cpu ({devices} process(es))" if str(devices) != "1" else "cpu"
-        if self.spec.placed:
-            how = f"placed at load (device_map={self.spec.device_map or 'auto/cpu'}, "
-            how += f"quantization={self.spec.quantization})"
-        else:
-            how = f"Lightning, {self.trainer_settings.get('accelerator')} x {devices}"
-        return f"{where}; dtype {self.dtype_name}; {how}"
+        return self.devices.describe(self.dtype_name)
 
     @property
     def module(self):
@@ -327,7 +287,7 @@ class LocalReader(Reader):
         SLURM allocation's variables: in a one-task SLURM job Lightning would otherwise take the world size
         from ``SLURM_NTASKS`` (1) and refuse ``devices`` above ``--ntasks-per-node``."""
         import pytorch_lightning as pl
-        from pytorch_lightning.plugins.environments import LightningEnvironment
+        from lightning_fabric.plugins.environments.lightning import LightningEnvironment
         from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
 
         from harness.read.module import ResponseCacheWriter

@@ -46,7 +46,7 @@ class VllmReader(LocalReader):
             self.vllm,
             self.add_special_tokens,
             self.spec.trust_remote_code,
-            cuda_devices=len(self.probe.gpus) if self.on_cuda else 0,
+            cuda_devices=len(self.devices.probe.gpus) if self.on_cuda else 0,
         )
         return self.engine_module(generator)
 
