@@ -7,8 +7,8 @@ probe with devices stands for a node whose CUDA works."""
 from __future__ import annotations
 
 import logging
-import re
 import os
+import re
 import subprocess
 import sys
 import time
@@ -146,7 +146,7 @@ def test_the_reader_identity_names_a_cuda_device_kind():
         name="q", pretrained="Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", trainer={"accelerator": "gpu"}
     )
     cpu_id = reader.reader_id
-    reader._probe = CudaProbe("2.13.0+cu128", "12.8", None, (A100,))
+    reader.devices.probe = CudaProbe("2.13.0+cu128", "12.8", None, (A100,))
     assert reader.on_cuda and reader.device_kind == "cuda-sm80"
     assert reader.reader_id == cpu_id + "|device=cuda-sm80"  # CPU and GPU answers never share an entry
     assert "1 CUDA device(s): cuda:0 NVIDIA A100-SXM4-80GB 80 GiB sm80" in reader.placement()
@@ -216,7 +216,7 @@ def test_the_command_line_refuses_a_multi_process_start_with_the_command_to_use(
 
 
 def test_a_one_task_slurm_job_spawns_its_reader_processes_under_lightnings_own_environment(monkeypatch):
-    from pytorch_lightning.plugins.environments import LightningEnvironment
+    from lightning_fabric.plugins.environments.lightning import LightningEnvironment
     from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
 
     for key, value in {
@@ -347,3 +347,32 @@ def test_faiss_searches_on_the_gpus_only_with_a_gpu_build_and_a_large_index(monk
     (line,) = device_problems(cfg(), probe=gpus(1), environ={})
     assert line.startswith("faiss is installed twice (faiss-cpu-1.15.1, faiss-gpu-cu12-1.12.0)")
     assert "pip uninstall -y faiss-cpu faiss-gpu-cu12 && pip install faiss-gpu-cu12" in line
+
+
+# ---- the memory plan in the config check ---------------------------------------------------------------
+
+
+def test_a_reader_that_does_not_fit_the_visible_gpus_is_refused_before_it_loads(monkeypatch):
+    bf16 = cfg("reader=qwen2.5_32b", "reader.quantization=null", "reader.device_map=null")
+    (line,) = device_problems(bf16, probe=gpus(1), environ={})
+    assert line.startswith("reader=qwen2.5-32b-nf4") and "do not fit" in line
+    assert "nf4" in line  # the smallest placement that fits is named
+    assert device_problems(cfg("reader=qwen2.5_32b"), probe=gpus(2), environ={}) == []  # NF4 over 2 x 24 GiB
+    # A node whose vLLM is a CUDA build (this machine's is the CPU build, refused above).
+    monkeypatch.setattr("harness.backends.vllm_setup.check_build", lambda python, devices: None)
+    vllm = cfg(
+        "reader=qwen2.5_32b_vllm",
+        "reader.pretrained=Qwen/Qwen2.5-32B-Instruct",
+        "reader.vllm.quantization=null",
+        "reader.dtype=auto",
+    )
+    (tp,) = device_problems(vllm, probe=gpus(4), environ={})
+    assert "tensor_parallel_size=4" in tp
+    four = cfg(
+        "reader=qwen2.5_32b_vllm",
+        "reader.pretrained=Qwen/Qwen2.5-32B-Instruct",
+        "reader.vllm.quantization=null",
+        "reader.dtype=auto",
+        "reader.vllm.tensor_parallel_size=4",
+    )
+    assert device_problems(four, probe=gpus(4), environ={}) == []

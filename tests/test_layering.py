@@ -33,6 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "pack": {"backends", "cache", "diversify", "metrics", "retrieve", "text", "core"},
     "read": {"backends", "cache", "text", "core"},
     "report": {"metrics", "stats", "core"},
+    # The GPU memory plan reads model configs only; the run's config check asks it before anything loads.
+    "plan": {"backends", "core"},
     "runlog": {"cache", "metrics", "report", "stats", "core"},
     "run": {
         "backends",
@@ -44,6 +46,7 @@ ALLOWED: dict[str, set[str]] = {
         "metrics",
         "pack",
         "perturb",
+        "plan",
         "read",
         "retrieve",
         "runlog",

@@ -121,8 +121,31 @@ def launcher_gpu_problems(launcher: DictConfig | None, reader: Mapping[str, Any]
     return found
 
 
-def cuda_problems(reader: Mapping[str, Any], probe: CudaProbe) -> list[str]:
-    """A reader asking for CUDA that would get none, or more vLLM GPUs than are visible."""
+# Tokens a prompt holds besides its packed context (instruction, question, chat template): the plan sizes the
+# KV cache for budget + this before retrieval has said how long the longest prompt is.
+PROMPT_ALLOWANCE = 512
+
+
+def plan_problems(reader: Mapping[str, Any], probe: CudaProbe, budget: int | None) -> list[str]:
+    """The memory plan (``harness.plan``) of ``reader`` on the visible GPUs: its one line when it does not fit.
+    A model whose ``config.json`` is neither packaged nor in the hub cache is not planned (its load will say
+    what is missing)."""
+    import logging
+
+    from harness.plan import GpuSpec, plan_reader
+
+    gpus = [GpuSpec(gpu.name, gpu.memory_bytes, gpu.capability) for gpu in probe.gpus]
+    try:
+        plan = plan_reader(reader, gpus, prompt_tokens=int(budget or 0) + PROMPT_ALLOWANCE)
+    except (FileNotFoundError, ValueError) as error:
+        logging.getLogger(__name__).warning("no memory plan for reader %r: %s", reader.get("name"), error)
+        return []
+    return [] if plan.fits or not plan.problem else [plan.problem]
+
+
+def cuda_problems(reader: Mapping[str, Any], probe: CudaProbe, budget: int | None = None) -> list[str]:
+    """A reader asking for CUDA that would get none, more GPUs than are visible, a CPU build of vLLM, or a
+    memory plan that does not fit the visible GPUs."""
     unusable = cuda_problem(str(reader.get("name", "?")), reader.get("trainer"), bool(reader.get("allow_cpu")), probe)
     if unusable or not probe.usable or not wants_cuda(reader.get("trainer")):
         return [unusable] if unusable else []
@@ -147,7 +170,7 @@ def cuda_problems(reader: Mapping[str, Any], probe: CudaProbe) -> list[str]:
             check_build(vllm_python((reader.get("vllm") or {}).get("python"), cuda=True), len(probe.gpus))
         except VllmUnavailableError as error:
             return [f"reader {reader.get('name', '?')!r}: {error}"]
-    return []
+    return plan_problems(reader, probe, budget)
 
 
 def device_problems(
@@ -173,7 +196,8 @@ def device_problems(
     assert isinstance(reader, dict)
     found += launcher_gpu_problems(_launcher(cfg), reader)
     if bool(cfg.get("read", True)):
-        found += cuda_problems(reader, probe if probe is not None else probe_cuda(environ))
+        budget = cfg.get("budget")
+        found += cuda_problems(reader, probe if probe is not None else probe_cuda(environ), budget)
     return found
 
 

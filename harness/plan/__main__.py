@@ -1,0 +1,5 @@
+import sys
+
+from harness.plan.cli import main
+
+sys.exit(main())
