@@ -114,3 +114,28 @@ def test_the_command_line_refuses_plain_ddp_with_a_non_zero_exit(tmp_path):
     assert "reader.trainer.strategy=ddp with 2 processes" in result.stderr
     assert "use reader.trainer.strategy=ddp_spawn" in result.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_a_one_task_slurm_job_reads_on_two_processes(tmp_path, monkeypatch):
+    # The variables srun sets for a job of one task (hydra.launcher.tasks_per_node=1). Lightning's SLURM
+    # environment would take the world size from SLURM_NTASKS and refuse devices=2; the reader's own
+    # processes take their ranks from Lightning's environment instead.
+    slurm = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_STEP_ID": "0",
+        "SLURM_NTASKS": "1",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NNODES": "1",
+        "SLURM_JOB_NAME": "harness",
+        "SLURM_NODELIST": "localhost",
+    }
+    for key, value in slurm.items():
+        monkeypatch.setenv(key, value)
+    prompts = questions(3)
+    expected = reader(tmp_path / "single", devices=1).answer(prompts)
+    ddp = reader(tmp_path / "slurm", devices=2)
+    assert ddp.answer(prompts) == expected and ddp.generated == 3
