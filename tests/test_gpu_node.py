@@ -34,6 +34,17 @@ def gpus(count: int, capability: tuple[int, int] = (8, 0)) -> CudaProbe:
     return CudaProbe("2.13.0+cu128", "12.8", None, tuple(Gpu(i, "GPU", 24 << 30, capability) for i in range(count)))
 
 
+def smollm2(**settings) -> TransformersReader:
+    """The offline 135M model, float32, with ``settings`` (a trainer, allow_cpu)."""
+    return TransformersReader(
+        offline_model="smollm2",
+        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
+        models_dir=str(MODELS),
+        dtype="float32",
+        **settings,
+    )
+
+
 def cfg(*overrides: str, hydra: bool = False):
     return compose_cfg(list(overrides), return_hydra_config=hydra)
 
@@ -117,12 +128,8 @@ def test_the_command_line_stops_a_gpu_rung_in_about_a_second_with_exit_2():
 
 
 def test_a_reader_that_opted_into_the_cpu_says_so_and_reads_there(caplog):
-    reader = TransformersReader(
+    reader = smollm2(
         name="smollm2-gpu-rung",
-        offline_model="smollm2",
-        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
-        models_dir=str(MODELS),
-        dtype="float32",
         max_new_tokens=4,
         show_progress=False,
         trainer={"accelerator": "gpu"},
@@ -228,14 +235,7 @@ def test_a_one_task_slurm_job_spawns_its_reader_processes_under_lightnings_own_e
         "SLURM_LOCALID": "0",
     }.items():
         monkeypatch.setenv(key, value)
-    reader = TransformersReader(
-        name="s",
-        offline_model="smollm2",
-        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
-        models_dir=str(MODELS),
-        dtype="float32",
-        trainer={"accelerator": "cpu", "devices": 2},
-    )
+    reader = smollm2(name="s", trainer={"accelerator": "cpu", "devices": 2})
     # Lightning's SLURM environment would take the world size from SLURM_NTASKS (1) and refuse devices=2.
     trainer = reader._trainer()
     assert trainer.world_size == 2 and isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)

@@ -173,13 +173,7 @@ def _vllm_placement(reader, need: _Need, gpus: list[GpuSpec]) -> tuple[Placement
         place_tensor_parallel(chosen[i : i + tp], need.weights, kv_rank, need.activations, utilization)
         for i in range(0, tp * dp, tp)
     ]
-    merged = Placement(
-        tuple(g for p in groups for g in p.gpus),
-        tuple(w for p in groups for w in p.weights),
-        tuple(b for p in groups for b in p.per_gpu),
-        tuple(c for p in groups for c in p.capacity),
-    )
-    return merged, None
+    return Placement.joined(groups), None
 
 
 def _describe_placement(reader, backend: str, placement: Placement | None, gpus: list[GpuSpec]) -> str:
@@ -226,13 +220,7 @@ def _transformers_placement(reader, need: _Need, gpus: list[GpuSpec]) -> tuple[P
                 f"reader.trainer.devices={replicas} needs {replicas} GPUs, {len(gpus)} given ({describe(gpus)})",
             )
         copies = [place_single(gpu, need.weights, kv_total, need.activations) for gpu in gpus[:replicas]]
-        merged = Placement(
-            tuple(g for p in copies for g in p.gpus),
-            tuple(w for p in copies for w in p.weights),
-            tuple(b for p in copies for b in p.per_gpu),
-            tuple(c for p in copies for c in p.capacity),
-        )
-        return merged, None
+        return Placement.joined(copies), None
     attempt = None
     for count in range(1, len(gpus) + 1):
         attempt = place_device_map(need.facts, need.precision, gpus[:count], kv_total, need.activations)

@@ -84,6 +84,16 @@ class Placement:
     def fits(self) -> bool:
         return not self.spilled and all(need <= cap for need, cap in zip(self.per_gpu, self.capacity, strict=True))
 
+    @classmethod
+    def joined(cls, parts: list[Placement]) -> Placement:
+        """Placements side by side on disjoint GPUs (replicas, or vLLM's tensor-parallel groups)."""
+        return cls(
+            tuple(g for p in parts for g in p.gpus),
+            tuple(w for p in parts for w in p.weights),
+            tuple(b for p in parts for b in p.per_gpu),
+            tuple(c for p in parts for c in p.capacity),
+        )
+
 
 def _device_map_caps(sizes: list[int], gpus: list[GpuSpec], quantized: bool) -> list[float]:
     caps = [float(gpu.memory_bytes - CUDA_CONTEXT_BYTES) for gpu in gpus]
