@@ -156,3 +156,22 @@ def test_umap_reducer_when_installed():
     assert fit.mixture.n_components == 3
     np.testing.assert_allclose(fit.mixture.means_init, fit.means_init)
     assert fit.means_init.shape == (3, 10)
+
+
+def test_trees_reduce_with_umap_by_default_and_the_same_seed_gives_the_same_clusters_in_another_process():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, compose_cfg
+
+    assert ClusteringConfig().reducer == "umap" and ClusteringConfig().key()["reducer"] == "umap"
+    for tree in ("raptor", "dtcrs"):
+        assert compose_cfg([f"tree={tree}"]).tree.reducer == "umap"
+    script = (
+        "from tests.test_tree_clustering import blobs; from harness.tree.clustering import ClusteringConfig, "
+        "raptor_clusters; print([list(map(int, c)) for c in raptor_clusters(blobs(per_blob=12, spread=0.2), "
+        "ClusteringConfig(), seed=7)])"
+    )
+    here = [list(map(int, c)) for c in raptor_clusters(blobs(per_blob=12, spread=0.2), ClusteringConfig(), seed=7)]
+    other = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == str(here)

@@ -4,7 +4,9 @@ RAPTOR's recipe: reduce the embeddings (UMAP, ``n_neighbors = sqrt(n - 1)``, to 
 dimensions), fit Gaussian mixtures of 1 .. min(max_clusters, n) - 1 components and keep the one with
 the lowest BIC, give each node to every component whose posterior exceeds a threshold (soft
 membership: a node may join several clusters), then cluster each global cluster again locally.
-UMAP is an optional extra (``umap-learn``); without it PCA (scikit-learn) reduces instead.
+UMAP (``umap-learn``) is the default, as RAPTOR reduces; ``reducer: pca`` (scikit-learn) is the named
+alternative, and ``auto`` takes UMAP when it is importable. Under a fixed seed UMAP runs single-threaded and
+gives the same embedding every time.
 
 Small inputs are guarded: two or fewer nodes form one cluster without any fitting; the reduced
 dimension never drops below 1 or reaches the sample count; mixtures never have more components than
@@ -36,7 +38,7 @@ COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 @dataclass(frozen=True)
 class ClusteringConfig:
     reduction_dim: int = 10  # RAPTOR's reduction_dimension
-    reducer: str = "auto"  # auto (UMAP when installed, else PCA) | umap | pca
+    reducer: str = "umap"  # umap (RAPTOR's) | pca | auto (UMAP when importable, else PCA)
     threshold: float = 0.1  # soft-membership posterior threshold
     max_clusters: int = 50  # BIC search bound
     covariance_type: str = "full"
@@ -61,7 +63,7 @@ class ClusteringConfig:
         if self.local_neighbors < 2:
             raise ValueError(f"local_neighbors must be >= 2, got {self.local_neighbors}")
         if self.reducer == "umap" and not umap_available():
-            raise ImportError("reducer='umap' needs the optional extra umap-learn (pip install umap-learn)")
+            raise ImportError("reducer='umap' needs umap-learn (a dependency: pip install -e .), or set reducer=pca")
 
     def key(self) -> dict:
         """The settings that change clusters, with ``auto`` resolved (a cache must not mix reducers)."""
@@ -103,7 +105,7 @@ def fit_reducer(embeddings: np.ndarray, dim: int, kind: str, seed: int, n_neighb
     components = reduced_dimension(n, d, dim)
     kind = resolve_reducer(kind)
     if kind == "umap":
-        import umap  # pyright: ignore[reportMissingImports]  # the optional "trees" extra
+        import umap  # pyright: ignore[reportMissingImports]
 
         reducer = umap.UMAP(
             n_neighbors=max(2, min(int(n_neighbors), n - 1)),

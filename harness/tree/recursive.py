@@ -65,7 +65,7 @@ class RecursiveSummaryTree(Tree):
         retrieval: str = "collapsed",
         traversal_top_k: int = 5,
         reduction_dim: int = 10,
-        reducer: str = "auto",
+        reducer: str = "umap",
         threshold: float = 0.1,
         max_clusters: int = 50,
         covariance_type: str = "full",
