@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,21 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from harness.core.types import Candidate, Document, Example, Pool
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist each worker keeps to its own share of the CPUs, and the runs it starts inherit it.
+    Otherwise every worker's torch, llama.cpp and vLLM take all the cores at once: two workers on two cores
+    ran four compute threads on two, and a bf16 read on AMX slowed several-fold (a test of three demo runs
+    took 474 s). The harness sizes its threads from this affinity (harness.core.threads)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker.startswith("gw") or not count.isdigit() or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    index, workers = int(worker[2:]), int(count)
+    if len(cpus) >= workers > 1:
+        os.sched_setaffinity(0, cpus[index::workers])
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
