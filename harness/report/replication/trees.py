@@ -98,9 +98,12 @@ def trees_section(settings: Settings) -> Section:
     rows = _load(settings, TREES)
     if rows is None:
         return _missing(section, TREES)
+    reducers = sorted({str(r) for r in rows.get("cfg.tree.reducer", []) if isinstance(r, str)})
     section.add(
         "Claim: the query-driven tree builds fewer nodes and cuts construction time by 81% against RAPTOR. "
-        "Both trees summarise with the same GGUF model through llama.cpp; LM calls and prompt tokens are those "
+        f"Both trees reduce the embeddings with {' and '.join(reducers).upper() or 'an unrecorded reducer'} "
+        "before their Gaussian mixtures (`tree.reducer`; RAPTOR's is UMAP) and "
+        "summarise with the same GGUF model through llama.cpp; LM calls and prompt tokens are those "
         "sent to the model (cold caches). RAPTOR builds one tree per document, shared by its questions; DTCRS "
         "builds one per question, for the questions its classifier calls abstractive. DTCRS runs with two "
         "classifiers: `lm` (the paper's: the LM names the question's type, the rules decide when its output "
