@@ -49,10 +49,7 @@ def _folder(name: str) -> Path:
     if name == "smollm2":
         return ensure_offline_model("smollm2", SMOLLM2)
     if not is_converted(QWEN_CODER):
-        pytest.skip(
-            "Qwen2.5-Coder-0.5B not converted (make models, then "
-            f"python -m harness.backends.offline_models --name qwen2.5-coder-0.5b --folder {QWEN_CODER})"
-        )
+        pytest.fail(f"{QWEN_CODER} is missing: `make setup` converts it (make test does)")
     return QWEN_CODER
 
 
