@@ -133,3 +133,30 @@ def test_copy_of_a_sound_cache_succeeds(tmp_path, capsys):
     assert "copied 2 entries in 2 stores" in capsys.readouterr().out
     assert main(["copy", "--quiet", str(source), str(tmp_path / "out")]) == 0  # into a cache: kept, not refused
     assert main(["reseal", str(source)]) == 0 and "resealed 0 entries" in capsys.readouterr().out
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def test_a_copy_never_writes_into_its_source(tmp_path, capsys):
+    source = a_cache(tmp_path / "cache")
+    texts = TextStore(source / "responses.sqlite", table="responses")
+    value = bytearray(texts.get_many(["a"])["a"])
+    value[2] ^= 0xFF
+    texts.put_many({"flipped": bytes(value)})  # a damaged entry: left behind, the source untouched
+    texts.close()
+    before = _listing(source)
+    assert main(["copy", "--quiet", str(source), str(tmp_path / "out")]) != 0
+    assert "1 entries (1 damaged, left behind)" in capsys.readouterr().out
+    assert _listing(source) == before  # no -wal or -shm file appeared, nothing was rewritten
+    assert main(["info", str(source)]) == 0
+    assert _listing(source) == before
+
+
+def test_a_copy_onto_its_own_source_is_refused(tmp_path, capsys):
+    source = a_cache(tmp_path / "cache")
+    (tmp_path / "link").symlink_to(source)
+    for destination in (source, tmp_path / "link", tmp_path / "cache" / "."):
+        line = error_of(capsys, "copy", str(source), str(destination))
+        assert line.endswith("is the source; name another"), line

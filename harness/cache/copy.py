@@ -101,12 +101,45 @@ def stores(location: str) -> list[str]:
     return names
 
 
+def read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened so that nothing is written beside it: a copy must not change what it copies. With no
+    ``-wal`` log (a store closed cleanly) the file is opened immutable, since even a read-only connection to a
+    WAL database creates its ``-shm`` index; with a log, read-only, which reads the log as it is."""
+    wal = path.with_name(path.name + "-wal")
+    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True)
+
+
+def _sqlite_batches(path: Path, table: str) -> Iterator[list[tuple[str, bytes]]]:
+    """Every entry of one SQLite store in key order, ``BATCH`` at a time, read through :func:`read_only`."""
+    try:
+        conn = read_only(path)
+        try:
+            after = ""
+            while rows := conn.execute(
+                f"SELECT key, value FROM {table} WHERE key > ? ORDER BY key LIMIT ?", (after, BATCH)
+            ).fetchall():
+                yield [(key, bytes(value)) for key, value in rows]
+                after = rows[-1][0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise LocationError(f"cache file {path}: {exc}") from None
+
+
+def same_location(first: str, second: str) -> bool:
+    """Whether two locations name one cache: the same folder (links resolved) or the same database URL."""
+    if is_url(first) or is_url(second):
+        return first.rstrip("/") == second.rstrip("/")
+    return Path(first).resolve() == Path(second).resolve()
+
+
 def _tables(path: Path) -> list[str]:
     """The tables of one SQLite file, opened read-only; LocationError naming it when it cannot be read."""
     try:
         for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             files.require_regular(name)
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = read_only(path)
         try:
             tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         finally:
@@ -148,7 +181,9 @@ def entry_batches(location: str, name: str, unread: list[str] | None = None) -> 
     if name == POOLS:
         return _pool_files(root, unread)
     file, table = name.rsplit(":", 1)
-    return SQLiteBackend(root / file, table).batches(BATCH)
+    if not table.isidentifier():
+        raise LocationError(f"cache file {root / file}: table name {table!r} is not an identifier")
+    return _sqlite_batches(root / file, table)
 
 
 def _writer(location: str, name: str):
@@ -226,6 +261,8 @@ def copy_cache(source: str, destination: str, progress: bool = True) -> list[Cop
 
     check_location(source, "read")
     check_location(destination, "write")
+    if same_location(source, destination):
+        raise LocationError(f"copy: the destination {describe(destination)} is the source; name another")
     names = stores(source)
     if not is_url(destination):
         Path(destination).mkdir(parents=True, exist_ok=True)
