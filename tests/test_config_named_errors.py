@@ -184,3 +184,35 @@ def test_a_sweep_on_an_unreachable_ray_address_exits_2_naming_it(tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"hydra.launcher.ray.init.address='127.0.0.1:{port}'" in result.stderr
     assert time.perf_counter() - start < 60
+
+
+def test_the_slurm_launcher_on_a_host_without_slurm_is_a_config_error(tmp_path, monkeypatch):
+    (line,) = launcher_problems(compose_cfg(["hydra/launcher=slurm"], return_hydra_config=True))
+    assert line.startswith("hydra/launcher=slurm submits with SLURM's sbatch and srun, not found") and (
+        "hydra/launcher=submitit_local" in line
+    )
+    # A host that has them (stand-ins on PATH) passes.
+    for command in ("sbatch", "srun"):
+        (tmp_path / command).write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / command).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert launcher_problems(compose_cfg(["hydra/launcher=slurm"], return_hydra_config=True)) == []
+    monkeypatch.undo()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "-m",
+            "hydra/launcher=slurm",
+            "read=false",
+            f"hydra.sweep.dir={tmp_path / 's'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2 and "config error: hydra/launcher=slurm submits with" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,5 +1,5 @@
 """Checks of ``hydra.launcher`` before a sweep launches its jobs: values the launcher would fail on with
-its own traceback, and a Ray cluster address nothing answers on."""
+its own traceback, a Ray cluster address nothing answers on, and SLURM's commands missing on this host."""
 
 from __future__ import annotations
 
@@ -39,7 +39,23 @@ def launcher_problems(cfg: DictConfig) -> list[str]:
                 found.append(f"hydra.launcher.{name}={value!r} is out of range; allowed: an integer >= {low}")
     if "ray" in target.lower():
         found += ray_address_problems(OmegaConf.select(launcher, "ray.init.address", default=None))
+    if target.endswith("SlurmLauncher"):
+        found += slurm_host_problems()
     return found
+
+
+def slurm_host_problems() -> list[str]:
+    """SLURM's submission commands missing on this host: submitit would fail in its own traceback after
+    composing every job."""
+    import shutil
+
+    missing = [command for command in ("sbatch", "srun") if shutil.which(command) is None]
+    if not missing:
+        return []
+    return [
+        f"hydra/launcher=slurm submits with SLURM's {' and '.join(missing)}, not found on this host's PATH; "
+        "launch from a SLURM login node, or try the same path here with hydra/launcher=submitit_local"
+    ]
 
 
 RAY_CONNECT_SECONDS = 3.0
