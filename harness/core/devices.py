@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -144,6 +144,15 @@ def native_dtype(capability: tuple[int, int] | None) -> str:
     if capability is None or tuple(capability) >= NATIVE_BF16_CAPABILITY:
         return "bfloat16"
     return "float16"
+
+
+def device_count(devices: Any) -> int | None:
+    """The devices ``reader.trainer.devices`` names (a count, or a list of indices); None where Lightning
+    chooses (``auto``, ``-1``, null)."""
+    if isinstance(devices, Sequence) and not isinstance(devices, str):
+        return len(devices)
+    text = str(devices).strip()
+    return int(text) if text.lstrip("-").isdigit() and int(text) > 0 else None
 
 
 def wants_cuda(trainer: Mapping[str, Any] | None) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.core.devices import CudaProbe, probe_cuda
+
 UNITS = {
     "b": 1,
     "kb": 10**3,
@@ -97,14 +99,8 @@ def describe(gpus: list[GpuSpec]) -> str:
     return " + ".join(f"{count} x {size_label(memory)}" for count, memory in parts)
 
 
-def visible_gpus() -> list[GpuSpec]:
-    """The CUDA GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applies); empty without any."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    found = []
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        found.append(GpuSpec(f"cuda:{index} {props.name}", int(props.total_memory), (props.major, props.minor)))
-    return found
+def visible_gpus(probe: CudaProbe | None = None) -> list[GpuSpec]:
+    """The CUDA GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applies; ``probe``: an earlier probe of
+    them, :func:`harness.core.devices.probe_cuda`); empty without any."""
+    found = (probe if probe is not None else probe_cuda()).gpus
+    return [GpuSpec(f"cuda:{gpu.index} {gpu.name}", gpu.memory_bytes, gpu.capability) for gpu in found]

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.core.devices import native_dtype
 from harness.plan.configs import reader_config_path, reader_source
 from harness.plan.facts_cache import cached_model_facts, usable_cache_dir
 from harness.plan.gpus import GpuSpec, describe, gib, size_label
@@ -34,7 +35,6 @@ from harness.plan.placement import (
 )
 from harness.plan.weights import Precision, canonical_dtype, canonical_quantization, checkpoint_precision, weight_bytes
 
-BF16_CAPABILITY = (8, 0)
 BNB_QUANTIZATIONS = ("nf4", "int8")
 
 
@@ -105,7 +105,7 @@ def resolve_dtype(name: Any, gpus: list[GpuSpec]) -> str:
     """``auto``: bfloat16 when every GPU with a known compute capability has bf16 (8.0 or later), else float16."""
     if name is None or str(name) == "auto":
         known = [g.capability for g in gpus if g.capability is not None]
-        return "bfloat16" if all(c >= BF16_CAPABILITY for c in known) else "float16"
+        return native_dtype(min(known) if known else None)
     return canonical_dtype(str(name))
 
 

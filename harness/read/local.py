@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import warnings
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
+from harness.core.devices import device_count
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest, Reader, Response
 from harness.read.devices import ReaderDevices
@@ -54,14 +55,8 @@ def _quiet_lightning():
 
 def _process_count(trainer: Mapping[str, Any]) -> int | None:
     """Processes the trainer settings ask for, when they say (devices ``-1``/``auto`` leave it to Lightning)."""
-    devices = trainer.get("devices", 1)
-    if isinstance(devices, Sequence) and not isinstance(devices, str):
-        count = len(devices)
-    elif str(devices).strip().lstrip("-").isdigit() and int(devices) > 0:
-        count = int(devices)
-    else:
-        return None
-    return count * int(trainer.get("num_nodes", 1) or 1)
+    count = device_count(trainer.get("devices", 1))
+    return None if count is None else count * int(trainer.get("num_nodes", 1) or 1)
 
 
 def _spawns_its_processes(strategy: str) -> bool:

@@ -15,23 +15,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.core.devices import CudaProbe, cuda_problem, faiss_builds, probe_cuda, wants_cuda
+from harness.core.devices import CudaProbe, cuda_problem, device_count, faiss_builds, probe_cuda, wants_cuda
 from harness.core.process_starts import external_start
 from harness.run.check_values import is_int, select
+from harness.run.service_check import READER_CLASSES, VLLM_READER
 
-VLLM_READER = "harness.read.vllm.VllmReader"
-LOCAL_READERS = ("harness.read.hf.TransformersReader", VLLM_READER)
+LOCAL_READERS = (READER_CLASSES["transformers"], VLLM_READER)
 
 
 def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-def _device_count(devices: Any) -> int:
-    if isinstance(devices, (list, tuple)):
-        return len(devices)
-    text = str(devices).strip()
-    return int(text) if text.isdigit() and int(text) > 0 else 1
 
 
 def reader_gpus(reader: Mapping[str, Any] | None) -> int:
@@ -43,7 +36,8 @@ def reader_gpus(reader: Mapping[str, Any] | None) -> int:
     if reader.get("_target_") == VLLM_READER:
         vllm = reader.get("vllm") or {}
         return int(vllm.get("tensor_parallel_size") or 1) * int(vllm.get("data_parallel_size") or 1)
-    return _device_count((reader.get("trainer") or {}).get("devices", 1))
+    count = device_count((reader.get("trainer") or {}).get("devices", 1))
+    return 1 if count is None else count
 
 
 def reader_gpus_resolver(*, _root_: DictConfig) -> int:
@@ -132,11 +126,11 @@ def plan_problems(reader: Mapping[str, Any], probe: CudaProbe, budget: int | Non
     what is missing)."""
     import logging
 
-    from harness.plan import GpuSpec, plan_reader
+    from harness.plan import plan_reader
+    from harness.plan.gpus import visible_gpus
 
-    gpus = [GpuSpec(gpu.name, gpu.memory_bytes, gpu.capability) for gpu in probe.gpus]
     try:
-        plan = plan_reader(reader, gpus, prompt_tokens=int(budget or 0) + PROMPT_ALLOWANCE)
+        plan = plan_reader(reader, visible_gpus(probe), prompt_tokens=int(budget or 0) + PROMPT_ALLOWANCE)
     except (FileNotFoundError, ValueError) as error:
         logging.getLogger(__name__).warning("no memory plan for reader %r: %s", reader.get("name"), error)
         return []
