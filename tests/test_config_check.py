@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.run.config_check import ConfigError, allowed_top_level_keys, problems, validate
-from tests.conftest import REPO, compose_cfg
+from tests.conftest import REPO, SHARED_DATA, compose_cfg
 
 
 def composed(*overrides: str):
@@ -84,8 +84,7 @@ def test_missing_dataset_path(tmp_path):
     missing = tmp_path / "nope.json"
     line = only_problem("dataset=hotpotqa", f"dataset.path={missing}")
     assert line.startswith(f"dataset.path='{missing}' does not exist") and str(missing) in line
-    existing = tmp_path / "there.json"
-    existing.write_text("[]")
+    existing = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
     assert problems(composed("dataset=hotpotqa", f"dataset.path={existing}")) == []
 
 
@@ -93,7 +92,7 @@ def test_missing_alias_file(tmp_path):
     missing = tmp_path / "id_aliases.json"
     line = only_problem("dataset=2wikimultihopqa", f"dataset.aliases={missing}")
     assert line.startswith(f"dataset.aliases='{missing}' does not exist") and "id_aliases.json" in line
-    missing.write_text("")
+    missing.write_text('{"Q_id": "Q1", "aliases": ["One"], "demonyms": []}\n')
     assert problems(composed("dataset=2wikimultihopqa", f"dataset.aliases={missing}")) == []
 
 

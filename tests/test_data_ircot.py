@@ -339,7 +339,8 @@ def test_config_composes_and_instantiates_with_a_sample(monkeypatch):
 
 @pytest.mark.parametrize("config, source", [("musique_ircot", "musique"), ("2wikimultihopqa_ircot", "2wikimultihopqa")])
 def test_the_other_sources_compose_and_read_a_file_given_as_path(tmp_path, config, source):
-    path = _write(tmp_path / "test_subsampled.jsonl", [_record("2hop__1_2", [_answer(spans=["Lee"])])])
+    qid = {"musique": "2hop__1_2", "2wikimultihopqa": "b088d3ca08e211ebbda4ac1f6bf848b6"}[source]
+    path = _write(tmp_path / "test_subsampled.jsonl", [_record(qid, [_answer(spans=["Lee"])])])
     cfg = compose_cfg([f"dataset={config}", f"dataset.path={path}"])
     assert (cfg.dataset.layout, cfg.dataset.source, cfg.dataset.name) == ("ircot", source, config)
     (e,) = instantiate(dataset_loader_config(cfg.dataset))

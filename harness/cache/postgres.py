@@ -11,6 +11,7 @@ would silently split a cache that is meant to be shared.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
@@ -28,6 +29,11 @@ TABLE = "harness_cache"
 SCHEMES = ("postgresql", "postgres")
 RETRIES = 3
 CHUNK = 1000
+# Seconds a server may take to answer before the run stops, retries included (``cache.connect_timeout_s``):
+# one that accepts the connection and never answers would otherwise hold every attempt for libpq's timeout.
+CONNECT_TIMEOUT_S = 5.0
+# libpq's floor: a smaller connect_timeout counts as 2 seconds.
+LIBPQ_MIN_TIMEOUT_S = 2
 
 
 def is_url(location: str | os.PathLike | None) -> bool:
@@ -82,18 +88,18 @@ def redacted_config(container: dict) -> dict:
 class PostgresBackend:
     """One store (``store``) of the shared table in the database at ``url``."""
 
-    def __init__(self, url: str, store: str) -> None:
-        self._open(url, store)
+    def __init__(self, url: str, store: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        self._open(url, store, connect_timeout_s)
 
     # Pickling carries only the location: each process (ddp_spawn workers) opens its own connection.
     def __getstate__(self) -> dict:
-        return {"url": self.url, "store": self.store}
+        return {"url": self.url, "store": self.store, "connect_timeout_s": self.connect_timeout_s}
 
     def __setstate__(self, state: dict) -> None:
-        self._open(state["url"], state["store"])
+        self._open(state["url"], state["store"], state.get("connect_timeout_s", CONNECT_TIMEOUT_S))
 
-    def _open(self, url: str, store: str) -> None:
-        self.url, self.store = url, store
+    def _open(self, url: str, store: str, connect_timeout_s: float) -> None:
+        self.url, self.store, self.connect_timeout_s = url, store, connect_timeout_s
         self._run(lambda conn: None)  # connect now: an unreachable server is an error at start, not mid-run
 
     @property
@@ -107,19 +113,25 @@ class PostgresBackend:
         import psycopg
 
         shared = _shared(self.url)
+        deadline = time.monotonic() + self.connect_timeout_s
         with shared.lock:
             for attempt in range(RETRIES + 1):
+                remaining = deadline - time.monotonic()
                 try:
-                    return operation(shared.connection())
+                    return operation(shared.connection(max(LIBPQ_MIN_TIMEOUT_S, math.ceil(remaining))))
                 except psycopg.OperationalError as exc:
                     shared.drop()
-                    if attempt == RETRIES:
+                    pause = 0.2 * 2**attempt
+                    out_of_time = time.monotonic() + pause >= deadline
+                    if attempt == RETRIES or out_of_time:
+                        waited = f"no answer within cache.connect_timeout_s={self.connect_timeout_s:g} s, retries "
                         raise CacheAccessError(
-                            f"{self.location}: {str(exc).strip()} (is the server running and reachable? cache.url "
-                            "or HARNESS_CACHE_URL chooses it; unset, the cache is SQLite files under paths.cache_dir)"
+                            f"{self.location}: {str(exc).strip()} ({waited + 'included; ' if out_of_time else ''}"
+                            "is the server running and reachable? cache.url or HARNESS_CACHE_URL chooses it; unset, "
+                            "the cache is SQLite files under paths.cache_dir)"
                         ) from exc
                     log.warning("%s: %s; retrying", self.location, str(exc).strip().splitlines()[0])
-                    time.sleep(0.2 * 2**attempt)
+                    time.sleep(pause)
         raise AssertionError("unreachable")
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -195,11 +207,13 @@ class _SharedConnection:
         self._conn = None
         self._pid = None
 
-    def connection(self):
+    def connection(self, timeout_s: int):
+        """The open connection, else a new one that must answer within ``timeout_s`` (libpq's bound on the
+        whole start: the TCP connect, the startup exchange and authentication)."""
         if self._conn is None or self._pid != os.getpid() or self._conn.closed:
             import psycopg
 
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=timeout_s)
             try:
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {TABLE} "

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from harness.cache import network_fs
-from harness.cache.postgres import PostgresBackend, is_url
+from harness.cache.postgres import CONNECT_TIMEOUT_S, PostgresBackend, is_url
 from harness.cache.sqlite import SQLiteBackend
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ DIGEST = 16
 
 _url: str | None = None
 _root: Path | None = None
+_connect_timeout_s = CONNECT_TIMEOUT_S
 
 
 class Backend(Protocol):
@@ -46,13 +47,20 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def configure(url: str | None = None, cache_dir: str | Path | None = None, network_fs_policy: str = "fallback") -> None:
-    """Where the stores opened from now on live: the database at ``url``, else SQLite files."""
-    global _url, _root
+def configure(
+    url: str | None = None,
+    cache_dir: str | Path | None = None,
+    network_fs_policy: str = "fallback",
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+) -> None:
+    """Where the stores opened from now on live: the database at ``url`` (which must answer within
+    ``connect_timeout_s``, retries included), else SQLite files."""
+    global _url, _root, _connect_timeout_s
     if url and not is_url(url):
         raise ValueError(f"cache.url must be a postgresql:// URL or unset, got {url!r}")
     _url = url or None
     _root = None if cache_dir is None else Path(os.path.abspath(cache_dir))
+    _connect_timeout_s = connect_timeout_s
     network_fs.set_policy(network_fs_policy)
 
 
@@ -71,7 +79,7 @@ def store_name(path: str | Path, table: str, root: Path | None = None) -> str:
 
 def open_backend(path: str | Path, table: str) -> Backend:
     if _url:
-        return PostgresBackend(_url, store_name(path, table))
+        return PostgresBackend(_url, store_name(path, table), _connect_timeout_s)
     return SQLiteBackend(path, table)
 
 

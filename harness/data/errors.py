@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from os import PathLike
+from typing import Any
 
 
 class DatasetFormatError(ValueError):
@@ -46,3 +48,26 @@ class DatasetFormatError(ValueError):
 
 class DatasetNotFoundError(DatasetFormatError, FileNotFoundError):
     """A dataset path that does not exist; also a FileNotFoundError, for callers that catch that."""
+
+
+class DatasetMismatchError(DatasetFormatError):
+    """A file of another benchmark or layout than the one it is loaded as. ``layout`` and ``options`` are
+    what fit the file (``"ircot"``, ``{"source": "hotpotqa"}``), so a caller can name the config to use."""
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        message: str,
+        layout: str,
+        options: Mapping[str, Any] | None = None,
+        index: int | None = None,
+        record_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.layout = layout
+        self.options = dict(options or {})
+        super().__init__(path, message, index, record_id, field)
+
+    def __reduce__(self):
+        arguments = (self.path, self.message, self.layout, self.options, self.index, self.record_id, self.field)
+        return (type(self), arguments)

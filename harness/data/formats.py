@@ -75,7 +75,9 @@ class DatasetFormat:
     when ``layout="auto"`` finds it with options that do not fit. ``detect_path``: recognises the
     layout from the path alone (a folder, a suffix, the first bytes) before anything is read;
     ``detect_record``: from the first record of a JSON-list or JSON-lines file. A format with
-    neither is read only when named. ``packaged``: a context manager giving the path of a data file
+    neither is read only when named. ``detect_options``: the options a record shows it needs (IRCoT's
+    ``source``), for naming the config that fits a file loaded as another layout. ``packaged``: a
+    context manager giving the path of a data file
     shipped with the package, read when no path is given.
     """
 
@@ -94,6 +96,7 @@ class DatasetFormat:
     configs: str = ""
     detect_path: Callable[[Path], bool] | None = None
     detect_record: Callable[[dict[str, Any]], bool] | None = None
+    detect_options: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None
     packaged: Callable[[], AbstractContextManager[Path]] | None = None
 
     def __post_init__(self) -> None:

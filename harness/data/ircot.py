@@ -23,11 +23,13 @@ flags. The oracle packer and the context metrics work on gold documents, which t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.core.types import Document, Example
+from harness.data.errors import DatasetMismatchError
 from harness.data.formats import DatasetFormat, register_format
 from harness.data.records import RecordContext, doc_id_for, question_id
 from harness.text.sentences import split_sentences
@@ -39,6 +41,13 @@ SUPPORT_LEVEL = "paragraph"
 _DATE_PARTS = ("day", "month", "year")
 # The dataset configs (conf/dataset/) of the ircot layout, which takes ``source``.
 CONFIGS = "dataset=hotpotqa_ircot, 2wikimultihopqa_ircot or musique_ircot"
+# How each source's question ids look in IRCoT's files (the ids of the original releases): a file loaded
+# as another source would be scored under the wrong benchmark's rule without a word.
+SOURCE_IDS = {
+    "hotpotqa": (re.compile(r"[0-9a-f]{24}"), "24 hex digits"),
+    "2wikimultihopqa": (re.compile(r"[0-9a-f]{32}"), "32 hex digits"),
+    "musique": (re.compile(r"[2-4]hop\d*__\S+"), "NhopM__..."),
+}
 
 
 def dataset_name(source: str | None) -> str:
@@ -51,15 +60,50 @@ def check_source(source: str | None) -> None:
         raise ValueError(f"unknown IRCoT source {source!r}; expected one of {SOURCES}")
 
 
+def source_of_id(question_id: str) -> str | None:
+    """The source whose question ids look like ``question_id`` (:data:`SOURCE_IDS`), or None."""
+    return next((source for source, (shape, _) in SOURCE_IDS.items() if shape.fullmatch(question_id)), None)
+
+
+def source_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The ``source`` option a record shows: its own ``dataset``, else the shape of its question id."""
+    stated = record.get("dataset")
+    if isinstance(stated, str) and stated.strip() in SOURCES:
+        return {"source": stated.strip()}
+    qid = record.get(ID_FIELD)
+    found = source_of_id(qid.strip()) if isinstance(qid, str) else None
+    return {"source": found} if found else {}
+
+
+def _check_source_matches(record: dict[str, Any], qid: str, source: str, ctx: RecordContext) -> None:
+    stated = record.get("dataset")
+    if isinstance(stated, str) and stated.strip():
+        found, field, why = stated.strip(), "dataset", f"record is from {stated.strip()!r}"
+    else:
+        found, field = source_of_id(qid), ID_FIELD
+        why = f"the id looks like {found}'s ({SOURCE_IDS[found][1]})" if found else ""
+    if found is None or found == source:
+        return
+    fits = {"source": found} if found in SOURCES else {}
+    raise DatasetMismatchError(
+        ctx.path,
+        f"{why}, but the file is loaded as source {source!r}" + (f" (use source={found!r})" if fits else ""),
+        "ircot",
+        fits,
+        ctx.index,
+        ctx.record_id,
+        field,
+    )
+
+
 def parse_record(
     record: dict[str, Any], ctx: RecordContext, *, dataset: str, split: str, source: str | None = None
 ) -> Example:
     check_source(source)
     qid = question_id(record, ID_FIELD, ctx)
     question = ctx.text(record, "question_text")
-    stated = record.get("dataset")
-    if source is not None and isinstance(stated, str) and stated.strip() and stated.strip() != source:
-        raise ctx.error(f"record is from {stated.strip()!r}, but the file is loaded as source {source!r}", "dataset")
+    if source is not None:
+        _check_source_matches(record, qid, source, ctx)
     found = answers_from_objects(ctx.get(record, "answers_objects", list), ctx)
     raw_contexts = ctx.get(record, "contexts", list)
     if not raw_contexts:
@@ -202,5 +246,6 @@ FORMAT = register_format(
         check_options=_check_options,
         configs=CONFIGS,
         detect_record=KEYS.issubset,
+        detect_options=source_of_record,
     )
 )

@@ -8,7 +8,7 @@ is a registered :class:`harness.data.formats.DatasetFormat` read whole, as a SQu
 is: its reader is written as ``read(source, *, dataset, split, chunker, ...)`` and made the format's
 ``load`` by :func:`chunked`, which adds the chunking options every long-document dataset config has. The
 public loaders the configs name (``load_qasper``, ...) go through the common loader
-(:func:`load_long_documents`).
+(:func:`load_long_documents`); :func:`long_document_format` registers a format.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.types import Document, Example
+from harness.data.formats import DatasetFormat, register_format
+from harness.data.loader import load_dataset
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS, Chunk, chunk_paragraphs
 from harness.text.tokens import resolve_token_counter
 
@@ -92,9 +94,35 @@ def chunked(read: Callable[..., list[Example]]) -> Callable[..., list[Example]]:
     return load
 
 
-def load_long_documents(layout: str, source: str | Path, **arguments: Any) -> list[Example]:
-    """``source`` read as ``layout`` by the loader every dataset config uses
-    (:func:`harness.data.load.load_dataset`): the public loaders of the long-document formats call it."""
-    from harness.data.load import load_dataset  # the loader imports the formats, this module among them
+def long_document_format(
+    layout: str, looks: str, read: Callable[..., list[Example]], options: Sequence[str], **fields: Any
+) -> DatasetFormat:
+    """Register a long-document format: read whole by ``read`` (:func:`chunked`), named after its layout,
+    taking the chunking options (:data:`CHUNK_OPTIONS`) and its own ``options``."""
+    return register_format(
+        DatasetFormat(
+            layout=layout,
+            looks=looks,
+            default_name=layout,
+            load=chunked(read),
+            options=(*CHUNK_OPTIONS, *options),
+            **fields,
+        )
+    )
 
-    return load_dataset(source, layout, **arguments)
+
+def load_long_documents(
+    layout: str,
+    source: str | Path,
+    chunk_tokens: int,
+    tokenizer: str | None,
+    models_dir: str | Path,
+    sample_size: int | None,
+    seed: int,
+    **arguments: Any,
+) -> list[Example]:
+    """``source`` read as ``layout`` by the loader every dataset config uses
+    (:func:`harness.data.loader.load_dataset`), chunked and subsampled as given: the public loaders of
+    the long-document formats call it."""
+    options = {"chunk_tokens": chunk_tokens, "tokenizer": tokenizer, "models_dir": models_dir}
+    return load_dataset(source, layout, sample_size, seed, **options, **arguments)

@@ -22,9 +22,8 @@ from pathlib import Path
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
-from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import read_text
-from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
+from harness.data.longdoc import Chunker, load_long_documents, long_document_format
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS
@@ -195,15 +194,12 @@ def read_narrativeqa(
     return examples
 
 
-FORMAT = register_format(
-    DatasetFormat(
-        layout="narrativeqa",
-        looks="NarrativeQA: the official repository folder (qaps.csv, documents.csv, third_party/wikipedia/)",
-        default_name="narrativeqa",
-        load=chunked(read_narrativeqa),  # a folder of CSV files and stories, not a list of per-question records
-        default_split=lambda root: "test",
-        options=(*CHUNK_OPTIONS, "context", "stories_dir", "summaries_file"),
-    )
+FORMAT = long_document_format(
+    "narrativeqa",
+    "NarrativeQA: the official repository folder (qaps.csv, documents.csv, third_party/wikipedia/)",
+    read_narrativeqa,
+    ("context", "stories_dir", "summaries_file"),
+    default_split=lambda root: "test",
 )
 
 
@@ -227,14 +223,14 @@ def load_narrativeqa(
     return load_long_documents(
         "narrativeqa",
         root,
+        chunk_tokens,
+        tokenizer,
+        models_dir,
+        sample_size,
+        seed,
         name=name,
         split=split,
         context=context,
         stories_dir=stories_dir,
         summaries_file=summaries_file,
-        chunk_tokens=chunk_tokens,
-        tokenizer=tokenizer,
-        models_dir=models_dir,
-        sample_size=sample_size,
-        seed=seed,
     )

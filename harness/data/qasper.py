@@ -23,9 +23,8 @@ from typing import Any
 
 from harness.core.types import Example
 from harness.data.errors import DatasetFormatError
-from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import check_file, json_record_at, read_text, text_position
-from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
+from harness.data.longdoc import Chunker, load_long_documents, long_document_format
 from harness.data.records import RecordContext, _kind_name
 from harness.data.validate import RecordChecks
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS
@@ -320,14 +319,11 @@ def read_qasper(
     return examples
 
 
-FORMAT = register_format(
-    DatasetFormat(
-        layout="qasper",
-        looks="QASPER: papers with full_text and qas (one JSON object by paper id, a JSON list or JSON lines)",
-        default_name="qasper",
-        load=chunked(read_qasper),
-        options=(*CHUNK_OPTIONS, "include_abstract", "answer_types"),
-    )
+FORMAT = long_document_format(
+    "qasper",
+    "QASPER: papers with full_text and qas (one JSON object by paper id, a JSON list or JSON lines)",
+    read_qasper,
+    ("include_abstract", "answer_types"),
 )
 
 
@@ -353,13 +349,13 @@ def load_qasper(
     return load_long_documents(
         "qasper",
         path,
+        chunk_tokens,
+        tokenizer,
+        models_dir,
+        sample_size,
+        seed,
         name=name,
         split=split,
         include_abstract=include_abstract,
         answer_types=answer_types,
-        chunk_tokens=chunk_tokens,
-        tokenizer=tokenizer,
-        models_dir=models_dir,
-        sample_size=sample_size,
-        seed=seed,
     )

@@ -26,9 +26,8 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
-from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import check_file, read_records
-from harness.data.longdoc import CHUNK_OPTIONS, Chunker, chunked, load_long_documents
+from harness.data.longdoc import Chunker, load_long_documents, long_document_format
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS
@@ -210,14 +209,11 @@ def read_quality(
     return examples
 
 
-FORMAT = register_format(
-    DatasetFormat(
-        layout="quality",
-        looks="QuALITY: JSON lines of an article with its questions (a 'questions' list or questionN fields)",
-        default_name="quality",
-        load=chunked(read_quality),
-        options=(*CHUNK_OPTIONS, "options_in_question", "hard_only"),
-    )
+FORMAT = long_document_format(
+    "quality",
+    "QuALITY: JSON lines of an article with its questions (a 'questions' list or questionN fields)",
+    read_quality,
+    ("options_in_question", "hard_only"),
 )
 
 
@@ -240,13 +236,13 @@ def load_quality(
     return load_long_documents(
         "quality",
         path,
+        chunk_tokens,
+        tokenizer,
+        models_dir,
+        sample_size,
+        seed,
         name=name,
         split=split,
         options_in_question=options_in_question,
         hard_only=hard_only,
-        chunk_tokens=chunk_tokens,
-        tokenizer=tokenizer,
-        models_dir=models_dir,
-        sample_size=sample_size,
-        seed=seed,
     )

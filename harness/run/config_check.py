@@ -25,6 +25,7 @@ from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
 from harness.run.device_check import device_problems
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
+from harness.run.secret_paths import secret_folder_problems
 from harness.run.service_check import (
     LIBPQ_PARAMETERS,
     SSLMODES,
@@ -130,6 +131,7 @@ RULES = [
     Rule("reader.max_new_tokens", _int_at_least(1), "an integer >= 1"),
     Rule("cache.force", lambda v: isinstance(v, bool), "true or false"),
     Rule("cache.network_fs", lambda v: v in POLICIES, f"one of {', '.join(POLICIES)}"),
+    Rule("cache.connect_timeout_s", lambda v: is_number(v) and v > 0, "a number of seconds > 0 (retries included)"),
     Rule("cache.url", is_url, "a postgresql:// URL, or null for SQLite files under paths.cache_dir", nullable=True),
 ]
 
@@ -167,6 +169,16 @@ def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
 
         return Path(to_absolute_path(str(path)))
     return Path(os.path.abspath(str(path)))
+
+
+def _output_dir(cfg: DictConfig) -> str | None:
+    """The running job's output folder (Hydra's, else the one a saved config records), if any."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return str(HydraConfig.get().runtime.output_dir)
+    value = OmegaConf.select(cfg, "hydra.runtime.output_dir", default=None, throw_on_resolution_failure=False)
+    return None if value is None else str(value)
 
 
 def _sections(config_file: Path) -> dict[str, frozenset[str]]:
@@ -355,6 +367,11 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
             f"dataset.aliases={str(select(cfg, 'dataset.aliases')[1])!r} does not exist (looked for {aliases}); "
             "allowed: 2WikiMultihopQA's id_aliases.json, or null"
         )
+    found += secret_folder_problems(_output_dir(cfg))
+    if not found:  # the files, once the values that say how to read them are valid
+        from harness.run.dataset_check import dataset_problems
+
+        found += dataset_problems(cfg, Path(config_file).parent)
     return found
 
 

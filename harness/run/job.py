@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from harness import cache
+from harness.cache.postgres import CONNECT_TIMEOUT_S
 from harness.run.flags import RunFlags
 from harness.run.keys import run_key
 from harness.run.packing import PROGRESS_DELAY
@@ -44,7 +45,12 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     validate(cfg)  # before any model loads
     flags = RunFlags.of(cfg)
     cache_cfg = cfg.get("cache", {})
-    cache.configure(cache_cfg.get("url"), cfg.paths.cache_dir, str(cache_cfg.get("network_fs", "fallback")))
+    cache.configure(
+        cache_cfg.get("url"),
+        cfg.paths.cache_dir,
+        str(cache_cfg.get("network_fs", "fallback")),
+        float(cache_cfg.get("connect_timeout_s", CONNECT_TIMEOUT_S)),
+    )
     output_dir = Path(output_dir)
     ensure_writable(output_dir)
     clean_temporaries(output_dir)

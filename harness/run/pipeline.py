@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
 from harness.cache import stable_hash
-from harness.cache.fingerprint import identity_config, input_files_digest
+from harness.cache.fingerprint import identity_config
 from harness.cache.pools import POOL_CONFIG_KEYS, PoolCache, pool_key
 from harness.core.stage import stage_columns
 from harness.core.types import Pool, Snippet
@@ -32,6 +32,7 @@ from harness.pack.snippets import make_snippets
 from harness.read.base import PromptRequest
 from harness.run import keys
 from harness.run.clock import StageClock
+from harness.run.dataset_check import dataset_loader_config, load_examples  # noqa: F401 - re-exported
 from harness.run.flags import RunFlags
 from harness.run.packing import PROGRESS_DELAY, Selection, pack_selections
 from harness.run.pools import compute_pools
@@ -40,16 +41,6 @@ from harness.run.rows import Prepared
 from harness.tree.base import TreeServices
 
 log = logging.getLogger(__name__)
-
-# Dataset config keys that say how answers are scored: the pipeline applies them, not the loader.
-SCORING_KEYS = ("scorers", "answer_scorer")
-
-
-def dataset_loader_config(dataset: DictConfig) -> dict[str, Any]:
-    """The dataset config as its loader's arguments, less the scoring keys: ``scorers`` names the dataset's
-    own answer metrics (``harness.metrics.longform.DATASET_SCORERS``), ``answer_scorer`` the official
-    script whose EM/F1 rule applies (``harness.metrics.answers.ANSWER_SCORERS``)."""
-    return {key: value for key, value in dataset.items() if key not in SCORING_KEYS}
 
 
 def k_exceeds_pools(k: int, pools: list[Pool]) -> str | None:
@@ -117,19 +108,10 @@ class Pipeline:
 
     def load(self):
         start = time.perf_counter()
-        loader = dataset_loader_config(self.cfg.dataset)
-
-        def load_examples():
-            examples = instantiate(loader)
-            if not examples:
-                raise ValueError(f"dataset {self.cfg.dataset.get('name')!r} produced no examples")
-            return examples
-
-        # Loaded once per process for the same loader config and file bytes (every job of a sweep reads it).
-        self.examples_key = stable_hash(
-            dataset_loader_config(self.resolved["dataset"]), input_files_digest(self.resolved["dataset"])
-        )
-        examples = self.loaded = shared_result("examples", self.examples_key, load_examples)
+        # Loaded once per process for the same loader config and file bytes: the config check read them
+        # (harness.run.dataset_check), and every job of a sweep reads them.
+        examples, self.examples_key = load_examples(self.cfg.dataset)
+        self.loaded = examples
         self.clock.since("load", start)
         return examples
 

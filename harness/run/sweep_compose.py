@@ -39,6 +39,7 @@ from hydra.plugins.config_source import ConfigResult, ConfigSource
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.core.model_files import files_signature
+from harness.run import secret_paths
 
 _MARK = "_harness_compose_once"
 # Config sources that cannot change while the process runs: installed packages. Files may be edited, so
@@ -50,6 +51,7 @@ KEPT_COMPOSITIONS = 256
 
 def compose_once() -> None:
     """Wrap ``ConfigLoaderImpl.load_sweep_config`` and ``ConfigRepository.load_config`` (idempotent)."""
+    secret_paths.install()  # first: the full compositions below are masked ones
     original = ConfigLoaderImpl.load_sweep_config
     if getattr(original, _MARK, False):
         return
@@ -143,7 +145,10 @@ class _Templates:
         path (group look-ups would need Hydra's own repository)."""
         if master.hydra.get("searchpath"):
             return None
-        parsed = self.parser.parse_overrides(overrides=[*master.hydra.overrides.hydra, *overrides])
+        # As written, not resolved: an override's value may be an interpolation (${hydra.job.override_dirname}).
+        hydra_overrides = OmegaConf.to_container(master.hydra.overrides.hydra)
+        assert isinstance(hydra_overrides, list)
+        parsed = self.parser.parse_overrides(overrides=[*hydra_overrides, *overrides])
         groups, values = [], []
         for override in parsed:
             if _is_plain_value(loader, override):
@@ -179,7 +184,7 @@ class _Templates:
             )
         # As load_sweep_config does: the master's resolver cache (timestamps) for every job.
         OmegaConf.copy_cache(from_config=master, to_config=config)
-        return config
+        return secret_paths.mask_folders(config)
 
 
 def _is_plain_value(loader: ConfigLoaderImpl, override: Override) -> bool:
