@@ -117,10 +117,13 @@ setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(QWEN_0_5B_DIR)/config.j
 run: setup  ## run the main job on the embedded demo data and print its summary
 	$(PY) -m harness $(ARGS)
 
-lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ and benchmarks/
+# The documentation is built as a site in strict mode (mkdocs.yml; site in the git-ignored build/site): a dead
+# link or anchor, or a page missing from the nav, fails the build.
+lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ and benchmarks/; mkdocs build --strict of docs/
 	$(VENV)/bin/ruff check harness tests benchmarks
 	$(VENV)/bin/ruff format --check harness tests benchmarks
 	$(VENV)/bin/pyright
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 # Two workers: most of the suite's time is end-to-end subprocesses that leave a core idle (23 min serial,
 # under 18 min with two workers on a 2-core machine). TEST_WORKERS=0 runs it in one process.
@@ -129,7 +132,7 @@ TEST_WORKERS ?= 2
 test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
-test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the quick subset for the inner loop
+test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the suite without the tests marked slow (still builds the vLLM venv and Chromium the rest need)
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures
@@ -139,7 +142,7 @@ bench: setup  ## run every benchmark script and print its figures
 # the reader studies). A study directory that already holds finished jobs resumes from its journal.
 studies: setup $(QWEN_1_5B)  ## run every replication study into outputs/studies and regenerate docs/replication.md
 	$(PY) -m harness.report replicate --commands | while read -r command; do echo "== $$command"; $(PY) $${command#python } || exit 1; done
-	$(PY) -m harness.report replicate
+	$(PY) -m harness.report replicate --out docs/replication.md --force
 
 clean-cache:  ## drop cached embeddings and reader responses (models stay)
 	rm -rf .cache/harness

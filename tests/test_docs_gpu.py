@@ -5,7 +5,6 @@ and exits 0."""
 
 from __future__ import annotations
 
-import itertools
 import re
 import shlex
 import subprocess
@@ -18,6 +17,7 @@ from harness.plan import parse_gpus
 from harness.run.config_check import problems
 from harness.run.device_check import device_problems
 from tests.conftest import REPO, compose_cfg
+from tests.helpers.doc_commands import command_lines, fenced_blocks, sweep_points
 
 DOC = REPO / "docs" / "gpu.md"
 
@@ -25,34 +25,16 @@ DOC = REPO / "docs" / "gpu.md"
 def recipes() -> list[tuple[str, list[str]]]:
     """(node, overrides) of every harness command in a block that names its node."""
     found = []
-    for block in re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.S):
+    for block in fenced_blocks(DOC):
         node = re.search(r"^# node: (\S+)", block, flags=re.M)
         for line in block.splitlines():
             if line.startswith("python -m harness ") and node:
-                found.append((node.group(1), shlex.split(line)[3:]))
+                found.append((node.group(1), shlex.split(line, comments=True)[3:]))
     return found
 
 
 def plan_commands() -> list[list[str]]:
-    return [
-        shlex.split(line)[3:]
-        for block in re.findall(r"```bash\n(.*?)```", DOC.read_text(), flags=re.S)
-        for line in block.splitlines()
-        if line.startswith("python -m harness.plan ")
-    ]
-
-
-def sweep_points(overrides: list[str]) -> list[list[str]]:
-    """The jobs of a ``-m`` command (each comma-separated value in turn); a single run as it is."""
-    if "-m" not in overrides:
-        return [overrides]
-    choices = [
-        [f"{key}={value}" for value in values.split(",")] if "," in values and not values.startswith("[") else [o]
-        for o in overrides
-        if o != "-m"
-        for key, _, values in [o.partition("=")]
-    ]
-    return [list(point) for point in itertools.product(*choices)]
+    return [c.arguments for c in command_lines(DOC) if c.module == "harness.plan"]
 
 
 def node(text: str) -> CudaProbe:

@@ -1,238 +1,155 @@
-"""The recipes of docs/architecture.md "Extending", followed from a package outside harness/.
+"""docs/extending.md, followed from a project outside harness/: the page is the test.
 
-A temporary package ``rag_ext`` (a packer, a diversifier and a per-question metric) and a config folder of
-its own, joined through ``hydra.searchpath`` and ``_target_`` exactly as a user would, run end to end by
-``python -m harness``; the rows are checked against what each extension must have done.
+Every fenced block of the page preceded by ``<!-- file: PATH -->`` is written to PATH under a temporary project
+folder (the package ``rag_ext`` under ``src/``, its configs under ``conf/``, a data file), so the code that runs
+is the page's, never a copy. Each ``<!-- command -->`` block is composed as the harness would compose it, and the
+``<!-- command: end-to-end -->`` block is run line by line through bash in that folder; the rows are checked
+against what each extension must have done.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
+import re
+import shlex
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
-
-PACKER = '''
-from harness.core.types import Context
-from harness.pack.base import Packer, PackingRequest, in_reading_order
-from harness.pack.budget import addable
-
-
-class MostRelevantFirst(Packer):
-    """Whole snippets in order of relevance to the question, each one that fits."""
-
-    def pack(self, request: PackingRequest) -> Context:
-        chosen = []
-        for i in request.relevance.argsort()[::-1]:
-            snippet = request.snippets[int(i)]
-            if addable([s.tokens for s in chosen], [snippet.tokens], request.budget)[0]:
-                chosen.append(snippet)
-        return Context(in_reading_order(chosen), request.budget, self.name, extra={"chosen": len(chosen)})
-'''
-
-DIVERSIFIER = '''
-import numpy as np
-
-from harness.diversify.base import Diversifier
+PAGE = REPO / "docs" / "extending.md"
+BLOCK = re.compile(r"^<!-- (?P<marker>[^>]*?) -->\n```(?P<language>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+# The component kinds the page must give code, a config and a command for, by the config group each one fills.
+KINDS = {"packer": "packer", "diversifier": "diversifier", "tree": "tree", "reranker": "reranker"}
+KINDS |= {"reader": "reader", "dataset format": "dataset", "metric": "dataset"}
 
 
-class EveryOther(Diversifier):
-    """Every second candidate in rank order: a stand-in for a real selector."""
-
-    def select_indices(self, pool):
-        return np.arange(0, len(pool.candidates), 2)[: self.k]
-'''
-
-METRIC = """
-from harness.metrics.registry import register_metric
-
-ANSWER_WORDS = register_metric("answer_words", higher_is_better=None, summary=True)
+def blocks(kind: str) -> list[tuple[str, str, str]]:
+    """(marker argument, language, body) of the page's blocks whose marker is ``kind`` (``file``, ``command``)."""
+    found = []
+    for match in BLOCK.finditer(PAGE.read_text(encoding="utf-8")):
+        name, _, argument = match["marker"].partition(":")
+        if name.strip() == kind:
+            found.append((argument.strip(), match["language"], match["body"]))
+    return found
 
 
-def answer_words(prediction, example):
-    return {ANSWER_WORDS: len(prediction.split())}
-"""
-
-FORMAT = """
-from harness.core.types import Document, Example
-from harness.data import load_dataset
-from harness.data.formats import DatasetFormat, has_keys, register_format
-from harness.data.records import doc_id_for, question_id
+def sections() -> dict[str, str]:
+    """The page's ``## `` sections by their heading (lower case)."""
+    parts = re.split(r"^## (.+)$", PAGE.read_text(encoding="utf-8"), flags=re.M)
+    return {heading.strip().lower(): body for heading, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def parse(record, ctx, *, dataset, split):
-    qid = question_id(record, "qid", ctx)
-    documents = tuple(
-        Document(doc_id_for(qid, i), title, (text,))
-        for i, (title, text) in enumerate(ctx.get(record, "passages", list))
-    )
-    return Example(
-        question_id=qid,
-        question=ctx.text(record, "ask"),
-        answers=(ctx.text(record, "reply"),),
-        gold_doc_ids=tuple(documents[i].doc_id for i in record["gold"]),
-        documents=documents,
-        hops=len(record["gold"]),
-        split=split,
-        dataset=dataset,
-    )
+def write_project(root: Path) -> dict[str, Path]:
+    """The page's files under ``root``; returns them by their path on the page."""
+    written = {}
+    for path, _, body in blocks("file"):
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body, encoding="utf-8")
+        written[path] = target
+    return written
 
 
-TOYQA = register_format(
-    DatasetFormat(
-        layout="toyqa",
-        looks="ToyQA: qid, ask, reply, passages ([title, text] pairs), gold (passage indices)",
-        default_name="toyqa",
-        parse=parse,
-        id_field="qid",
-        detect_record=has_keys("qid", "ask", "reply", "passages", "gold"),
-    )
-)
+def command_words(line: str, root: Path) -> tuple[dict[str, str], list[str]]:
+    """(leading VAR=value assignments, the rest) of one command line, with $PWD the project folder."""
+    words = shlex.split(line.replace("$PWD", str(root)))
+    env = {}
+    while words and re.match(r"^[A-Z_]+=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return env, words
 
 
-def load(**config):
-    # The dataset config's _target_: importing this module registered the format.
-    return load_dataset(**config)
-"""
-
-SECTION = """
-from harness.report.formatting import ReportTable
-from harness.report.sections import register_section
-
-
-def answer_lengths(inputs):
-    rows = inputs.rows
-    table = rows.groupby("packer", as_index=False)["answer_words"].mean()
-    return ReportTable("answer_lengths", "Answer length by packer", table, table.round(2).astype(str))
+def strings(value) -> list[str]:
+    """Every string in a config's values, nested ones included."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return [value] if isinstance(value, str) else []
 
 
-register_section("answer_lengths", answer_lengths, applies=lambda rows: "answer_words" in rows)
-"""
-
-READER = '''
-from harness.backends.loading import ModelSpec
-from harness.read.answers import extract_answer
-from harness.read.base import Reader
+def defines(source: Path, name: str) -> bool:
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name == name for node in tree.body)
 
 
-class LeadWords(Reader):
-    """Answers with the first ``words`` words of the context: an extractive baseline without weights.
-    Prompts are rendered and counted with an offline model's tokenizer, as a real backend's would be."""
-
-    def __init__(self, name, words=3, offline_model="smollm2", models_dir=".cache/models", **reader):
-        super().__init__(name, **reader)
-        self.words = int(words)
-        self.spec = ModelSpec(offline_model=offline_model, models_dir=models_dir)
-
-    @property
-    def reader_id(self):
-        return f"lead-words|words={self.words}"
-
-    def load_tokenizer(self):
-        return self.spec.load_tokenizer()
-
-    def _generate(self, requests, keys):
-        responses = {}
-        for request, key in zip(requests, keys):
-            raw = " ".join(request.context.split()[: self.words])
-            responses[key] = {"answer": extract_answer(raw), "raw": raw}
-        self.response_cache.put(responses)  # committed as generated: a killed run keeps them
-        return responses
-'''
-
-CONFIGS = {
-    "reader/lead_words.yaml": (
-        "_target_: rag_ext.readers.LeadWords\nname: lead-words\nwords: 3\nprompt: ${prompt}\n"
-        "cache_dir: ${paths.cache_dir}\nmodels_dir: ${paths.models_dir}\n"
-    ),
-    "packer/most_relevant.yaml": "_target_: rag_ext.packers.MostRelevantFirst\nname: most_relevant\n",
-    "diversifier/every_other.yaml": "_target_: rag_ext.diversifiers.EveryOther\nname: every_other\nk: ${k}\n",
-    "dataset/toyqa.yaml": (
-        "_target_: rag_ext.formats.load\nname: toyqa\nanswer_scorer: squad\nscorers: [rag_ext.metrics.answer_words]\n"
-        "path: ${oc.env:TOYQA_PATH}\nlayout: toyqa\nsample_size: null\nseed: ${seed}\n"
-    ),
-}
+def test_every_component_kind_has_code_a_config_and_a_command():
+    by_heading = sections()
+    for kind in KINDS:
+        heading = next((h for h in by_heading if kind in h), None)
+        assert heading is not None, f"no section on a {kind}"
+        body = by_heading[heading]
+        assert re.search(r"<!-- file: src/rag_ext/\w+\.py -->\n```python", body), f"{heading}: no code"
+        assert re.search(r"<!-- file: conf/\w+/\w+\.yaml -->\n```yaml", body), f"{heading}: no config"
+        assert re.search(r"<!-- command -->\n```sh", body), f"{heading}: no command"
+    assert [argument for argument, _, _ in blocks("command") if argument] == ["end-to-end"]
 
 
-def write_extension(root: Path) -> tuple[Path, Path]:
-    """The package and its config folder under ``root``; returns (package parent, config folder)."""
-    package = root / "src" / "rag_ext"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    modules = {
-        "packers": PACKER,
-        "diversifiers": DIVERSIFIER,
-        "metrics": METRIC,
-        "formats": FORMAT,
-        "sections": SECTION,
-        "readers": READER,
-    }
-    for name, source in modules.items():
-        (package / f"{name}.py").write_text(textwrap.dedent(source))
-    conf = root / "conf"
-    for name, text in CONFIGS.items():
-        (conf / name).parent.mkdir(parents=True, exist_ok=True)
-        (conf / name).write_text(text)
-    return package.parent, conf
+def test_each_command_composes_and_names_the_page_s_code(tmp_path):
+    files = write_project(tmp_path)
+    commands = [body for argument, _, body in blocks("command") if not argument]
+    assert len(commands) == len(set(KINDS.values())) + 1  # the metric and the dataset format both fill dataset
+    for command in commands:
+        env, words = command_words(command.strip(), tmp_path)
+        assert env == {"PYTHONPATH": "src"} and words[:3] == ["python", "-m", "harness"], command
+        overrides = words[3:]
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+        for override in overrides:
+            group, _, option = override.partition("=")
+            if f"conf/{group}/{option}.yaml" not in files:
+                continue
+            # The option composed from the page's config names code the page defines (by _target_ or scorers).
+            named = [v for v in strings(OmegaConf.to_container(cfg[group])) if v.startswith("rag_ext.")]
+            assert named, f"{override} names no code of the page"
+            for reference in named:
+                module, _, name = reference.rpartition(".")
+                source = tmp_path / "src" / Path(*module.split(".")).with_suffix(".py")
+                assert source.is_file() and defines(source, name), f"{override}: {reference} is not on the page"
+    demo_words = OmegaConf.select(cfg, "dataset")  # the last command: the metric on the demo questions
+    assert demo_words.name == "demo" and list(demo_words.scorers) == ["rag_ext.metrics.answer_words"]
 
 
-def write_toyqa(path: Path) -> list[dict]:
-    """The packaged demo questions rewritten in the outside format: passages as [title, text] pairs."""
-    demo = json.loads((REPO / "harness" / "data" / "demo" / "demo_multihop.json").read_text())
-    records = []
-    for record in demo:
-        titles = [title for title, _ in record["context"]]
-        gold = sorted({titles.index(title) for title, _ in record["supporting_facts"]})
-        passages = [[title, " ".join(sentences)] for title, sentences in record["context"]]
-        records.append(
-            {
-                "qid": record["_id"],
-                "ask": record["question"],
-                "reply": record["answer"],
-                "passages": passages,
-                "gold": gold,
-            }
-        )
-    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    return records
-
-
-def run(command: list[str], root: Path, src: Path, **env: str) -> subprocess.CompletedProcess:
+def run_line(line: str, root: Path) -> None:
+    """One command line of the page, run by bash in the project folder, with ``python`` this interpreter."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    python = bin_dir / "python"
+    if not python.exists():  # a script, not a link: a link outside the venv would lose the venv's packages
+        python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        python.chmod(0o755)
     environment = dict(
-        os.environ, PYTHONPATH=str(src), HARNESS_CACHE_DIR=str(root / "cache"), WANDB_MODE="disabled", **env
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        HARNESS_CACHE_DIR=str(root / "cache"),
+        HARNESS_MODELS_DIR=str(REPO / ".cache" / "models"),
+        WANDB_MODE="disabled",
     )
-    done = subprocess.run(
-        [sys.executable, *command], cwd=REPO, env=environment, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done
+    done = subprocess.run(["bash", "-c", line], cwd=root, env=environment, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{line}\n{done.stderr[-4000:]}"
 
 
 @pytest.mark.slow
-def test_every_recipe_followed_from_outside_the_package_runs_end_to_end(tmp_path):
-    src, conf = write_extension(tmp_path)
-    records = write_toyqa(tmp_path / "toyqa_dev.jsonl")
-    budget, k = 120, 6
-    out = tmp_path / "run"
-    overrides = [
-        f"hydra.searchpath=[file://{conf}]",
-        f"hydra.run.dir={out}",
-        "dataset=toyqa",
-        "reader=lead_words",
-        "packer=most_relevant",
-        "diversifier=every_other",
-        f"budget={budget}",
-        f"k={k}",
-    ]
-    run(["-m", "harness", *overrides], tmp_path, src, TOYQA_PATH=str(tmp_path / "toyqa_dev.jsonl"))
+def test_the_page_followed_from_outside_the_package_runs_end_to_end(tmp_path):
+    files = write_project(tmp_path)
+    records = [json.loads(line) for line in files["data/toyqa_dev.jsonl"].read_text().splitlines()]
+    (end_to_end,) = [body for argument, _, body in blocks("command") if argument == "end-to-end"]
+    harness_line, report_line = end_to_end.strip().splitlines()
+    _, words = command_words(harness_line, tmp_path)
+    settings = dict(w.split("=", 1) for w in words[3:])
+    budget, k = int(settings["budget"]), int(settings["k"])
+    run_line(harness_line, tmp_path)
+    out = tmp_path / settings["hydra.run.dir"]
     rows = pd.read_parquet(out / "rows.parquet")
 
     # The dataset format: every record loaded, with its own ids, answers and gold passages.
@@ -240,40 +157,27 @@ def test_every_recipe_followed_from_outside_the_package_runs_end_to_end(tmp_path
     assert [json.loads(a) for a in rows["gold_answers"]] == [[r["reply"]] for r in records]
     assert set(rows["dataset"]) == {"toyqa"} and set(rows["split"]) == {"dev"}
     assert (rows["hops"] == [len(r["gold"]) for r in records]).all()
-    # The packer: within budget, its own column filled, as many snippets as it says it chose.
-    assert set(rows["packer"]) == {"most_relevant"} and (rows["context_tokens"] <= budget).all()
-    assert (rows["pack.chosen"] == rows["n_snippets"]).all() and (rows["n_snippets"] > 0).all()
+    # The reranker: chosen by its config, ahead of every later stage.
+    assert set(rows["reranker"]) == {"word_overlap"}
+    # The tree: one summary node added to each pool, its facts as tree.* columns.
+    assert set(rows["tree"]) == {"title_digest"} and (rows["tree.summary_nodes"] == 1).all()
+    assert rows["n_candidates"].tolist() == [len(r["passages"]) + 1 for r in records]
     # The diversifier: every second candidate of the pool, at most k of them.
     assert set(rows["diversifier"]) == {"every_other"}
     assert rows["n_selected"].tolist() == [min(k, math.ceil(n / 2)) for n in rows["n_candidates"]]
+    # The packer: within budget, its own column filled, as many snippets as it says it chose.
+    assert set(rows["packer"]) == {"most_relevant"} and (rows["context_tokens"] <= budget).all()
+    assert (rows["pack.chosen"] == rows["n_snippets"]).all() and (rows["n_snippets"] > 0).all()
     # The reader backend: its answers, from the very context each row shows, under its own id.
     assert set(rows["reader"]) == {"lead-words"}
     assert rows["raw_answer"].tolist() == [" ".join(c.split()[:3]) for c in rows["context"]]
     # The metric: a column per question, equal to what the scorer computes on the answer, in the summary too.
     assert rows["answer_words"].tolist() == [len(a.split()) for a in rows["answer"]]
-    summary = json.loads((out / "summary.json").read_text())
-    assert "answer_words" in json.dumps(summary)
+    assert "answer_words" in json.dumps(json.loads((out / "summary.json").read_text()))
 
     # The report section: imported by --import, built from the rows, written beside the built-in ones.
-    report = tmp_path / "report"
-    run(
-        [
-            "-m",
-            "harness.report",
-            str(out),
-            "--out",
-            str(report),
-            "--import",
-            "rag_ext.sections",
-            "--no-plots",
-            "--no-viewer",
-            "--resamples",
-            "200",
-            "--quiet",
-        ],
-        tmp_path,
-        src,
-    )
+    run_line(report_line, tmp_path)
+    report = out / "report"
     table = pd.read_csv(report / "answer_lengths.csv")
     assert table.to_dict("records") == [{"packer": "most_relevant", "answer_words": rows["answer_words"].mean()}]
     assert "## Answer length by packer" in (report / "report.md").read_text()

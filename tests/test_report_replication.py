@@ -16,7 +16,6 @@ from harness.report.replication import (
     READER_IRCOT,
     TREES,
     Settings,
-    _contrast,
     main,
     render,
     verdict,
@@ -63,7 +62,7 @@ def test_contrast_pools_question_seed_pairs_and_reports_the_per_question_mean(tm
             }
         )
     )
-    result = _contrast(rows, "packer", "submod", "packed", "aic", Settings(tmp_path, tmp_path / "r.md", 200))
+    result = Settings(tmp_path, tmp_path / "r.md", 200).contrast(rows, "packer", "submod", "packed", "aic")
     assert result["mean_diff"] == pytest.approx(2 / 3)  # pooled like the tables' means
     assert result["unique_diff"] == pytest.approx(0.5)  # each question once
     assert (result["won"], result["lost"], result["n"]) == (2, 0, 3)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.metrics.registry import F1, S_RECALL
+from harness.metrics.registry import ANSWER_IN_CONTEXT, F1, S_RECALL
 from harness.report.contrasts import resolve_baseline
 from harness.report.formatting import print_tables, render_markdown
 from harness.report.load import (
@@ -21,13 +21,16 @@ from harness.report.load import (
     Layout,
     RunInfo,
     annotate,
+    display_path,
     load_runs,
     short_name,
+    varies,
 )
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
 from harness.report.scoring import scoring_lines
 from harness.report.sections import SectionInputs, build_sections
 from harness.report.tables import Options, Report, has_values, mmr_footnote
+from harness.report.tracked import refuse_tracked
 from harness.report.viewer import attach_viewer
 
 log = logging.getLogger("harness.report")
@@ -48,7 +51,7 @@ examples:
   python -m harness.report outputs/multirun/2026-11-29/14-00-00
   python -m harness.report outputs/runs/2026-11-29/09-12-00 outputs/runs/2026-11-29/10-40-13 --out report/
   python -m harness.report SWEEP --metric em --baseline packer=packed --resamples 2000
-  python -m harness.report replicate        # docs/replication.md from the studies under outputs/studies
+  python -m harness.report replicate        # outputs/studies/replication.md from the studies there
                                             # (python -m harness.report replicate --help)
 """
 
@@ -83,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         "report/ in the directories' common parent)",
     )
     parser.add_argument(
-        "--metric", default=F1, help="reader score for contrasts, oracle headroom, incremental validity (default: f1)"
+        "--metric",
+        default=F1,
+        help="reader score for contrasts, oracle headroom, incremental validity (default: f1; rows without "
+        "answers: answer_in_context when packers vary, else s_recall)",
     )
     parser.add_argument(
         "--baseline",
@@ -96,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--resamples",
+        dest="n_resamples",
         type=_positive_int,
         default=10000,
         metavar="N",
@@ -122,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
     parser.add_argument(
+        "--force", action="store_true", help="write into an --out folder holding files git tracks (refused otherwise)"
+    )
+    parser.add_argument(
         "--import",
         dest="imports",
         action="append",
@@ -141,13 +151,24 @@ def import_section_modules(modules: Sequence[str]) -> None:
             raise ValueError(f"--import {module}: {error}") from error
 
 
+def selection_metric(rows: pd.DataFrame) -> str:
+    """The metric of a study without reader answers: answer-in-context when packers are compared (what a
+    packer puts before the reader), S-Recall when only the selection before packing varies."""
+    packer_columns = [c for c in rows.columns if c == "packer" or c.startswith("cfg.packer.")]
+    return ANSWER_IN_CONTEXT if any(varies(rows[c]) for c in packer_columns) else S_RECALL
+
+
 def resolve_metric(rows: pd.DataFrame, options: Options) -> Options:
     """The options with the metric the rows can support: selection-only sweeps (read=false) have no
     answers, so the default F1 becomes their selection metric. An explicit --metric is kept as given."""
-    if options.metric == F1 and not has_values(rows, F1) and has_values(rows, S_RECALL):
-        log.info("no F1 in these rows (read=false runs): reporting %s", S_RECALL)
-        return dataclasses.replace(options, metric=S_RECALL)
-    return options
+    if options.metric != F1 or has_values(rows, F1):
+        return options
+    preferred = selection_metric(rows)
+    metric = next((m for m in (preferred, ANSWER_IN_CONTEXT, S_RECALL) if has_values(rows, m)), None)
+    if metric is None:
+        return options
+    log.info("no F1 in these rows (read=false runs): reporting %s", metric)
+    return dataclasses.replace(options, metric=metric)
 
 
 def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], options: Options) -> Report:
@@ -191,7 +212,7 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
             images += plot_diversity(result, out_dir, index=i)
     written += images
     preamble = [
-        f"Inputs: {', '.join(f'`{d}`' for d in dirs)}.",
+        f"Inputs: {', '.join(f'`{display_path(d)}`' for d in dirs)}.",
         (
             f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
             f"settings: {', '.join(report.layout.settings) or 'none'}. Metric: {options.metric}; "
@@ -209,26 +230,19 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    options = Options(
-        metric=args.metric,
-        baseline=args.baseline,
-        n_resamples=args.resamples,
-        study_resamples=args.study_resamples,
-        confidence=args.confidence,
-        seed=args.seed,
-        val_fraction=args.val_fraction,
-        reference=args.reference,
-    )
+    # Every option of the report is a command-line argument of the same name.
+    options = Options(**{option.name: getattr(args, option.name) for option in dataclasses.fields(Options)})
     try:
         import_section_modules(args.imports)
         rows, infos = load_runs(args.dirs)
         rows, layout = annotate(rows)
         options = resolve_metric(rows, options)
         report = build_report(rows, layout, infos, options)
-    except (FileNotFoundError, ValueError) as error:
+        out_dir = args.out or default_out_dir(args.dirs)
+        refuse_tracked([out_dir], args.force)
+    except (FileNotFoundError, FileExistsError, ValueError) as error:  # FileExistsError: a tracked --out
         print(f"error: {error}", file=sys.stderr)
         return 2
-    out_dir = args.out or default_out_dir(args.dirs)
     viewer = None if args.no_viewer else attach_viewer(report, rows, layout, out_dir, args.dirs)
     written = write_report(report, out_dir, args.dirs, options, plots=not args.no_plots)
     written += [viewer] if viewer is not None else []

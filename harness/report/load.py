@@ -16,6 +16,7 @@ import fnmatch
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +69,16 @@ class RunInfo:
     path: Path
     n_rows: int
     summary: dict | None
+
+
+def display_path(path: str | Path, start: str | Path | None = None) -> str:
+    """``path`` as the command that wrote a page would name it: relative to ``start`` (the working directory),
+    so a page shared with others shows no path of this machine; ``/`` separated on every system."""
+    try:
+        relative = os.path.relpath(Path(path).absolute(), Path(start or os.getcwd()).absolute())
+    except ValueError:  # another drive (Windows): no relative path exists, the folder's name says enough
+        return Path(path).name
+    return Path(relative).as_posix()
 
 
 def _natural_key(path: Path) -> tuple:

@@ -138,11 +138,19 @@ def _retrieval_perfect(inputs: SectionInputs) -> Built:
     return retrieval_perfect_table(inputs.rows, inputs.layout, inputs.options)
 
 
-def _contrasts(inputs: SectionInputs) -> Built:
-    tables, data = contrast_tables(inputs.rows, inputs.layout, inputs.options, inputs.baseline)
+def _keeping(inputs: SectionInputs, attribute: str, built: tuple[list[ReportTable], Any]) -> Built:
+    """The tables of a section that also returns the data a plot draws: that data is kept on the report."""
+    tables, data = built
     if inputs.report is not None:
-        inputs.report.contrast_data = data  # the reader ladder plots it
+        setattr(inputs.report, attribute, data)
     return tables
+
+
+def _contrasts(inputs: SectionInputs) -> Built:
+    # the reader ladder plots the contrasts
+    return _keeping(
+        inputs, "contrast_data", contrast_tables(inputs.rows, inputs.layout, inputs.options, inputs.baseline)
+    )
 
 
 def _oracle_headroom(inputs: SectionInputs) -> Built:
@@ -150,10 +158,8 @@ def _oracle_headroom(inputs: SectionInputs) -> Built:
 
 
 def _diversity(inputs: SectionInputs) -> Built:
-    tables, studies = diversity_tables(inputs.rows, inputs.layout, inputs.options)
-    if inputs.report is not None:
-        inputs.report.studies = studies  # one diversity plot per study
-    return tables
+    # one diversity plot per study
+    return _keeping(inputs, "studies", diversity_tables(inputs.rows, inputs.layout, inputs.options))
 
 
 def _trees(inputs: SectionInputs) -> Built:

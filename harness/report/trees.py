@@ -53,13 +53,14 @@ def relative_change(value: float, reference: float, quantity: str, smaller: str)
 
 
 def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
-    """Summary nodes and construction time per question for each tree (building excludes preprocessing)."""
+    """Summary nodes and construction time per question for each tree (building excludes preprocessing). Only
+    ``tree.summary_nodes`` is required: a tree of your own need not report layers or build time."""
     if "tree.summary_nodes" not in rows or rows["tree.summary_nodes"].notna().sum() == 0:
         return None
     built = rows[rows["tree.summary_nodes"].notna()]
     records = []
     for tree, group in built.groupby("tree"):
-        layers = [json.loads(v) for v in group["tree.nodes_per_layer"].dropna()]
+        layers = [json.loads(v) for v in group.get("tree.nodes_per_layer", pd.Series(dtype=object)).dropna()]
         depth = max((len(layer) for layer in layers), default=0)
         per_layer = [float(np.mean([layer[i] if i < len(layer) else 0 for layer in layers])) for i in range(depth)]
         fresh = group[~group["tree.cached"].astype(bool)] if "tree.cached" in group else group
@@ -70,7 +71,7 @@ def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Rep
                 "with_summaries": int((group["tree.summary_nodes"] > 0).sum()),
                 "summary_nodes_mean": float(group["tree.summary_nodes"].mean()),
                 "nodes_per_layer_mean": json.dumps([round(v, 1) for v in per_layer]),
-                "build_s_mean_fresh": float(fresh["tree.build_seconds"].mean()) if len(fresh) else float("nan"),
+                "build_s_mean_fresh": float(fresh.get("tree.build_seconds", pd.Series(dtype=float)).mean()),
                 "fresh_builds": len(fresh),
             }
         )

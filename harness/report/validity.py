@@ -4,6 +4,8 @@ what answer-in-context adds over recall@k in explaining them (section 3).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import pandas as pd
 
 from harness.metrics.registry import ANSWER_IN_CONTEXT, RECALL_AT_K
@@ -12,6 +14,35 @@ from harness.report.formatting import ReportTable, fmt, fmt_ci, fmt_p, heading
 from harness.report.load import varies
 from harness.stats.analyses import diagnostic_correlations, incremental_validity
 from harness.stats.bootstrap import clustered_mean_ci
+
+
+class Resampling(Protocol):
+    """How a bootstrap resamples: the report's ``Options`` and the replication study's ``Settings`` both are."""
+
+    @property
+    def n_resamples(self) -> int: ...
+
+    @property
+    def confidence(self) -> float: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+def aic_over_recall(rows: pd.DataFrame, outcome: str, resampling: Resampling) -> dict:
+    """What answer-in-context adds over recall@k in explaining ``outcome`` (``incremental_validity``), with
+    intervals that resample whole questions."""
+    return incremental_validity(
+        rows,
+        outcome=outcome,
+        base=RECALL_AT_K,
+        added=ANSWER_IN_CONTEXT,
+        cluster="qkey",
+        n_resamples=resampling.n_resamples,
+        confidence=resampling.confidence,
+        seed=resampling.seed,
+    )
+
 
 # ----------------------------------------------------------------------------------------------------------
 # 2. diagnostic validity
@@ -87,16 +118,7 @@ def incremental_validity_table(rows: pd.DataFrame, options: Options) -> ReportTa
     complete = rows.dropna(subset=list(needed))
     if len(complete) < 4 or not all(varies(complete[c]) for c in needed):
         return None
-    result = incremental_validity(
-        rows,
-        outcome=options.metric,
-        base=RECALL_AT_K,
-        added=ANSWER_IN_CONTEXT,
-        cluster="qkey",
-        n_resamples=options.n_resamples,
-        confidence=options.confidence,
-        seed=options.seed,
-    )
+    result = aic_over_recall(rows, options.metric, options)
     m = heading(options.metric)
     shown = [
         (f"R² ({m} ~ recall@k)", fmt(result["r2_base"])),

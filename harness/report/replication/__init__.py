@@ -25,7 +25,6 @@ from harness.report.replication.common import (
     Section,
     Settings,
     Study,
-    _contrast,
     verdict,
 )
 from harness.report.replication.document import SECTIONS, build_parser, main, render
@@ -45,7 +44,6 @@ __all__ = [
     "Section",
     "Settings",
     "Study",
-    "_contrast",
     "build_parser",
     "main",
     "render",

@@ -13,14 +13,10 @@ from harness.report.replication.common import (
     PACKING_HEADINGS,
     Section,
     Settings,
-    _contrast,
     _diff,
-    _load,
-    _missing,
     _overrides,
     _power,
 )
-from harness.stats.bootstrap import clustered_mean_ci
 
 # ----------------------------------------------------------------------------------------------------------
 # seed 000: packing ablation
@@ -35,9 +31,9 @@ def _ablation_label(run_dir: str) -> str:
 
 def ablation_section(settings: Settings) -> Section:
     section = Section("Seed 000: what explains the packing result (ablation)")
-    rows = _load(settings, ABLATION)
+    rows = settings.load(ABLATION)
     if rows is None:
-        return _missing(section, ABLATION)
+        return section.missing(ABLATION)
     rows = rows.assign(setting=rows["run_dir"].map(_ablation_label))
     baseline = "packed_truncate_last"
     if baseline not in set(rows["setting"]):
@@ -54,20 +50,13 @@ def ablation_section(settings: Settings) -> Section:
     records, results = [], {}
     for setting in dict.fromkeys(rows["setting"]):
         cell = rows[rows["setting"] == setting]
-        summary = clustered_mean_ci(
-            cell,
-            [ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER],
-            "qkey",
-            settings.n_resamples,
-            settings.confidence,
-            settings.seed,
-        )
+        summary = settings.means(cell, [ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER])
         record = {"setting": setting}
         for metric in (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER):
             record[PACKING_HEADINGS[metric]] = fmt_ci(*summary[metric])
         record["tokens"] = f"{cell[CONTEXT_TOKENS].mean():.1f}"
         if setting != baseline:
-            result = _contrast(rows, "setting", setting, baseline, ANSWER_IN_CONTEXT, settings)
+            result = settings.contrast(rows, "setting", setting, baseline, ANSWER_IN_CONTEXT)
             results[setting] = result
             record["Δ AiC vs naive [CI] (won/lost)"] = f"{_diff(result)} ({result['won']}/{result['lost']})"
             record["n / MDE"] = f"{result['n_questions']} / {result['mde']:.3f}"
@@ -99,8 +88,8 @@ def ablation_section(settings: Settings) -> Section:
     )
     if losers:
         section.add(f"Settings that lose significantly: {', '.join(f'`{s}`' for s in losers)}.")
-    d_cov = _contrast(rows, "setting", "submod", baseline, GOLD_DOC_COVERAGE, settings)
-    d_all = _contrast(rows, "setting", "submod", baseline, ALL_GOLD_IN_READER, settings)
+    d_cov = settings.contrast(rows, "setting", "submod", baseline, GOLD_DOC_COVERAGE)
+    d_all = settings.contrast(rows, "setting", "submod", baseline, ALL_GOLD_IN_READER)
     section.add(
         "",
         f"Default submod − naive: gold coverage {_diff(d_cov)}, all gold {_diff(d_all)}, answer-in-context "

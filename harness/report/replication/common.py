@@ -29,7 +29,10 @@ from harness.stats.power import paired_power
 log = logging.getLogger("harness.report.replication")
 
 DEFAULT_STUDIES = Path("outputs/studies")
-DEFAULT_OUT = Path("docs/replication.md")
+# Beside the studies, never the published docs/replication.md: that page is rewritten only when named by
+# --out together with --force (harness.report.tracked), as `make studies` does.
+DEFAULT_OUT = DEFAULT_STUDIES / "replication.md"
+PUBLISHED = Path("docs/replication.md")
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,11 @@ class Study:
         return root / self.directory
 
 
-def _sweep(name: str) -> Study:
-    """A study made by ``sweeps/<name>.yaml`` into a directory of the same name."""
-    return Study(name, f"python -m harness -m +sweeps={name} hydra.sweep.dir=outputs/studies/{name}")
+def _sweep(directory: str, sweep: str | None = None, *overrides: str) -> Study:
+    """A study made by ``sweeps/<sweep>.yaml`` (by default the directory's name) with ``overrides``, into
+    ``outputs/studies/<directory>``."""
+    command = ["python -m harness -m", f"+sweeps={sweep or directory}", *overrides]
+    return Study(directory, " ".join([*command, f"hydra.sweep.dir=outputs/studies/{directory}"]))
 
 
 PACKING = _sweep("replication_packing")
@@ -55,18 +60,17 @@ READER_BUDGETS = _sweep("replication_reader_budgets")
 # The reader columns at paper-like n: the strongest offline rung on 150 of the 485 IRCoT HotpotQA questions.
 READER_IRCOT = _sweep("replication_reader_ircot")
 # LLMLingua spends seconds compressing each question, so it is read at one budget, in its own directory.
-LLMLINGUA = Study(
-    "replication_llmlingua",
-    "python -m harness -m +sweeps=replication_reader_budgets packer=llmlingua budget=160 "
-    "hydra.sweep.dir=outputs/studies/replication_llmlingua",
-)
+LLMLINGUA = _sweep("replication_llmlingua", "replication_reader_budgets", "packer=llmlingua", "budget=160")
 ABLATION = _sweep("packing_ablation")
 LADDER = _sweep("replication_ladder")
 INJECTION_OPEN = _sweep("replication_injection_open")
-INJECTION_DISTRACTOR = Study(
+INJECTION_DISTRACTOR = _sweep(
     "injection_distractor",
-    "python -m harness -m +sweeps=injection_selection dataset=hotpotqa_ircot dataset.sample_size=null "
-    "retriever.setting=distractor retriever.pool_size=null hydra.sweep.dir=outputs/studies/injection_distractor",
+    "injection_selection",
+    "dataset=hotpotqa_ircot",
+    "dataset.sample_size=null",
+    "retriever.setting=distractor",
+    "retriever.pool_size=null",
 )
 TREES = _sweep("replication_trees")
 # Every study in the order `make studies` runs them: selection-only studies first (minutes), then the trees
@@ -117,6 +121,44 @@ class Settings:
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.out.parent))
 
+    def load(self, *studies: Study) -> pd.DataFrame | None:
+        """The rows of those of the studies that have been run (None when none has)."""
+        paths = [s.path(self.studies) for s in studies if s.path(self.studies).is_dir()]
+        if not paths:
+            return None
+        try:
+            rows, _ = load_runs(paths)
+        except (FileNotFoundError, ValueError) as error:
+            log.warning("%s: %s", ", ".join(map(str, paths)), error)
+            return None
+        return rows
+
+    def means(self, rows: pd.DataFrame, metrics: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+        """Each metric's mean with the interval of a bootstrap that resamples whole questions."""
+        return clustered_mean_ci(rows, list(metrics), "qkey", self.n_resamples, self.confidence, self.seed)
+
+    def contrast(self, rows: pd.DataFrame, column: str, a, b, metric: str) -> dict:
+        """Policy a minus policy b on ``metric``, paired on (question, seed), pooled like the tables' means
+        (a question drawn by two seeds counts twice) with a bootstrap that resamples whole questions.
+        ``unique_diff`` is the same difference with each question counted once."""
+        pairs = matched_pairs(rows[rows[column] == a], rows[rows[column] == b], metric, question="qkey")
+        pairs = pairs.dropna(subset=["a", "b"]).assign(d=lambda f: f["a"] - f["b"])
+        mean, low, high = clustered_mean_ci(pairs, ["d"], "question", self.n_resamples, self.confidence, self.seed)["d"]
+        unique = pairs.groupby("question")["d"].mean().mean() if len(pairs) else math.nan
+        power = paired_power(pairs)
+        return {
+            "mean_diff": mean,
+            "ci_low": low,
+            "ci_high": high,
+            "n": len(pairs),
+            "unique_diff": float(unique),
+            "won": int((pairs["d"] > 0).sum()),
+            "lost": int((pairs["d"] < 0).sum()),
+            "n_questions": power.n,
+            "sd": power.sd,
+            "mde": power.mde,
+        }
+
 
 @dataclass
 class Section:
@@ -137,6 +179,12 @@ class Section:
         self.lines.append("")
         self.lines.extend(f"    {c}" for c in commands)
         self.lines.append("")
+
+    def missing(self, *studies: Study) -> Section:
+        """This section as it reads before its runs exist: the commands that make them."""
+        self.add("**Not run yet.** The runs this section needs are made by:")
+        self.command(*(s.command for s in studies))
+        return self
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -193,19 +241,6 @@ def _verdict(result: dict, direction: int = 1, paper: float = math.nan) -> str:
     return verdict(result["ci_low"], result["ci_high"], direction, mde=result["mde"], paper=paper)
 
 
-def _load(settings: Settings, *studies: Study) -> pd.DataFrame | None:
-    """The rows of those of the studies that have been run (None when none has)."""
-    paths = [s.path(settings.studies) for s in studies if s.path(settings.studies).is_dir()]
-    if not paths:
-        return None
-    try:
-        rows, _ = load_runs(paths)
-    except (FileNotFoundError, ValueError) as error:
-        log.warning("%s: %s", ", ".join(map(str, paths)), error)
-        return None
-    return rows
-
-
 _VIEWERS_WRITTEN: set[Path] = set()
 
 
@@ -236,41 +271,6 @@ def viewer_links(
         f"(`python -m harness.report view {study.path(DEFAULT_STUDIES).as_posix()}`)"
         + (f"; side by side: {', '.join(links)}." if links else "."),
     )
-
-
-def _missing(section: Section, *studies: Study) -> Section:
-    section.add("**Not run yet.** The runs this section needs are made by:")
-    section.command(*(s.command for s in studies))
-    return section
-
-
-def _contrast(rows: pd.DataFrame, column: str, a, b, metric: str, settings: Settings) -> dict:
-    """Policy a minus policy b on ``metric``, paired on (question, seed), pooled like the tables' means
-    (a question drawn by two seeds counts twice) with a bootstrap that resamples whole questions.
-    ``unique_diff`` is the same difference with each question counted once."""
-    pairs = matched_pairs(rows[rows[column] == a], rows[rows[column] == b], metric, question="qkey")
-    pairs = pairs.dropna(subset=["a", "b"]).assign(d=lambda f: f["a"] - f["b"])
-    mean, low, high = clustered_mean_ci(
-        pairs, ["d"], "question", settings.n_resamples, settings.confidence, settings.seed
-    )["d"]
-    unique = pairs.groupby("question")["d"].mean().mean() if len(pairs) else math.nan
-    power = paired_power(pairs)
-    return {
-        "mean_diff": mean,
-        "ci_low": low,
-        "ci_high": high,
-        "n": len(pairs),
-        "unique_diff": float(unique),
-        "won": int((pairs["d"] > 0).sum()),
-        "lost": int((pairs["d"] < 0).sum()),
-        "n_questions": power.n,
-        "sd": power.sd,
-        "mde": power.mde,
-    }
-
-
-def _mean_ci(rows: pd.DataFrame, metric: str, settings: Settings) -> tuple[float, float, float]:
-    return clustered_mean_ci(rows, [metric], "qkey", settings.n_resamples, settings.confidence, settings.seed)[metric]
 
 
 def _paper_gap(metric: str) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from harness.report.replication.ablation import ablation_section
 from harness.report.replication.common import (
     DEFAULT_OUT,
     DEFAULT_STUDIES,
+    PUBLISHED,
     STUDIES,
     Section,
     Settings,
@@ -30,6 +32,7 @@ from harness.report.replication.ladder import ladder_section
 from harness.report.replication.packing import packing_section
 from harness.report.replication.reader import reader_columns_section
 from harness.report.replication.trees import trees_section
+from harness.report.tracked import refuse_tracked
 
 log = logging.getLogger("harness.report.replication")
 
@@ -171,7 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=DEFAULT_OUT,
-        help=f"markdown file (default: {DEFAULT_OUT}); figures go to a folder of the same stem",
+        help=f"markdown file (default: {DEFAULT_OUT}); figures go to a folder of the same stem. The published "
+        f"page: --out {PUBLISHED} --force",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite a document or figures that git tracks (refused otherwise)",
     )
     parser.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default: 0)")
@@ -198,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(studies=args.studies, out=args.out, n_resamples=args.resamples, seed=args.seed)
+    try:
+        refuse_tracked([settings.out, settings.figures], args.force)
+    except FileExistsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if args.sections:
         if not settings.out.is_file():
             print(f"--sections rebuilds sections inside an existing document; {settings.out} does not exist")

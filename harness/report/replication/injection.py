@@ -21,8 +21,6 @@ from harness.report.replication.common import (
     INJECTION_OPEN,
     Section,
     Settings,
-    _load,
-    _missing,
     verdict,
 )
 
@@ -41,10 +39,10 @@ def _injection_study(rows: pd.DataFrame, settings: Settings):
 
 def injection_section(settings: Settings) -> Section:
     section = Section("Seed 001: when to diversify (near-duplicate injection)")
-    open_rows = _load(settings, INJECTION_OPEN)
-    distractor_rows = _load(settings, INJECTION_DISTRACTOR)
+    open_rows = settings.load(INJECTION_OPEN)
+    distractor_rows = settings.load(INJECTION_DISTRACTOR)
     if open_rows is None and distractor_rows is None:
-        return _missing(section, INJECTION_OPEN, INJECTION_DISTRACTOR)
+        return section.missing(INJECTION_OPEN, INJECTION_DISTRACTOR)
     section.add(
         "Claims: diversifying costs recall on clean pools and pays under redundancy, so a rule that "
         "diversifies only when the kNN top-k's Vendi score falls below the question's evidence count h tracks "

@@ -23,18 +23,16 @@ from harness.report.replication.common import (
     PACKER_LABELS,
     Section,
     Settings,
-    _contrast,
     _diff,
     _evidence,
-    _load,
-    _missing,
     _ordered_packers,
     _power,
     _save,
     _verdict,
     verdict,
 )
-from harness.stats.analyses import correlations, incremental_validity
+from harness.report.validity import aic_over_recall
+from harness.stats.analyses import correlations
 from harness.stats.power import mde_from_standard_error
 
 log = logging.getLogger("harness.report.replication")
@@ -49,9 +47,9 @@ def _reader_order(rows: pd.DataFrame) -> list[str]:
 
 def ladder_section(settings: Settings) -> Section:
     section = Section("Seed 000: the reader ladder and the validity of answer-in-context")
-    rows = _load(settings, LADDER)
+    rows = settings.load(LADDER)
     if rows is None:
-        return _missing(section, LADDER)
+        return section.missing(LADDER)
     readers = _reader_order(rows)
     section.add(
         "Claims: the submodular packer's advantage reaches the reader's answers (F1), and answer-in-context "
@@ -73,20 +71,11 @@ def ladder_section(settings: Settings) -> Section:
         means.append(record)
         for other in ("packed", "focused"):
             if {"submod", other} <= set(at_reader["packer"]):
-                result = _contrast(at_reader, "packer", "submod", other, F1, settings)
+                result = settings.contrast(at_reader, "packer", "submod", other, F1)
                 contrasts.append({"reader": reader, "contrast": f"submod − {other}", **result})
         complete = at_reader.dropna(subset=[F1, RECALL_AT_K, ANSWER_IN_CONTEXT])
         try:
-            iv = incremental_validity(
-                complete,
-                outcome=F1,
-                base=RECALL_AT_K,
-                added=ANSWER_IN_CONTEXT,
-                cluster="qkey",
-                n_resamples=settings.n_resamples,
-                confidence=settings.confidence,
-                seed=settings.seed,
-            )
+            iv = aic_over_recall(complete, F1, settings)
         except ValueError as error:
             log.warning("%s: %s", reader, error)
             continue
@@ -152,7 +141,7 @@ def ladder_section(settings: Settings) -> Section:
             + ".**"
         )
         strongest_rows = rows[rows["reader"] == readers[-1]]
-        aic = _contrast(strongest_rows, "packer", "submod", "packed", ANSWER_IN_CONTEXT, settings)
+        aic = settings.contrast(strongest_rows, "packer", "submod", "packed", ANSWER_IN_CONTEXT)
         section.add(
             "",
             f"On these {strongest_rows['qkey'].nunique()} questions submod − naive on answer-in-context is "

@@ -29,12 +29,8 @@ from harness.report.replication.common import (
     READER_BUDGETS,
     Section,
     Settings,
-    _contrast,
     _diff,
     _evidence,
-    _load,
-    _mean_ci,
-    _missing,
     _ordered_packers,
     _paper_gap,
     _power,
@@ -43,7 +39,6 @@ from harness.report.replication.common import (
     viewer_links,
 )
 from harness.report.viewer.data import variant_label
-from harness.stats.bootstrap import clustered_mean_ci
 
 log = logging.getLogger("harness.report.replication")
 
@@ -85,10 +80,10 @@ def row_count(rows: pd.DataFrame, metrics: list[str] | tuple[str, ...]) -> str:
 
 def packing_section(settings: Settings) -> Section:
     section = Section("Seed 000: budgeted packing (Table 5)")
-    rows = _load(settings, PACKING)
+    rows = settings.load(PACKING)
     if rows is None:
-        return _missing(section, PACKING, READER_BUDGETS, LLMLINGUA)
-    read = _load(settings, READER_BUDGETS, LLMLINGUA)
+        return section.missing(PACKING, READER_BUDGETS, LLMLINGUA)
+    read = settings.load(READER_BUDGETS, LLMLINGUA)
     n_q = rows.groupby("seed")["qkey"].nunique()
     section.add(
         "Claim: under a reader budget the submodular packer puts the answer in the reader's context more often",
@@ -126,21 +121,19 @@ def packing_section(settings: Settings) -> Section:
                 continue
             record = {"B": int(budget), "packer": PACKER_LABELS.get(packer, packer)}
             record["n"] = row_count(source, PACKING_METRICS)
-            summary = clustered_mean_ci(
-                source, list(PACKING_METRICS), "qkey", settings.n_resamples, settings.confidence, settings.seed
-            )
+            summary = settings.means(source, PACKING_METRICS)
             for metric in PACKING_METRICS:
                 mean, low, high = summary[metric]
                 record[PACKING_HEADINGS[metric]] = (
                     f"{mean:.1f}" if metric == CONTEXT_TOKENS else fmt_ci(mean, low, high)
                 )
             if read is not None:
-                record["F1"] = fmt_ci(*_mean_ci(scored, F1, settings)) if len(scored) else "–"
+                record["F1"] = fmt_ci(*settings.means(scored, [F1])[F1]) if len(scored) else "–"
             records.append(record)
     section.table(pd.DataFrame(records))
 
     contrasts = _packing_contrasts(rows, read, settings, main=True)
-    others = _load(settings, PACKING_DATASETS)
+    others = settings.load(PACKING_DATASETS)
     if others is not None:
         for _, one_dataset in others.groupby(others["dataset"].astype(str), sort=True):
             contrasts += _packing_contrasts(one_dataset, None, settings, main=False)
@@ -207,7 +200,7 @@ def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: 
         for metric, frame in cells:
             if not {"submod", "packed"} <= set(frame["packer"]):
                 continue
-            result = _contrast(frame, "packer", "submod", "packed", metric, settings)
+            result = settings.contrast(frame, "packer", "submod", "packed", metric)
             paper = _paper_gap(metric)  # NaN where Table 5 gives none
             records.append(
                 {
@@ -272,7 +265,7 @@ def _packing_figure(rows: pd.DataFrame, read: pd.DataFrame | None, settings: Set
             for budget in sorted(frame["budget"].unique()):
                 cell = frame[(frame["budget"] == budget) & (frame["packer"] == packer)]
                 if len(cell):
-                    points.append((budget, *_mean_ci(cell, metric, settings)))
+                    points.append((budget, *settings.means(cell, [metric])[metric]))
             if not points:
                 continue
             b, mean, low, high = (np.array(v, dtype=float) for v in zip(*points, strict=True))

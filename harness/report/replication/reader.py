@@ -11,15 +11,11 @@ from harness.report.replication.common import (
     READER_IRCOT,
     Section,
     Settings,
-    _contrast,
     _diff,
     _evidence,
-    _load,
-    _missing,
     _ordered_packers,
     _verdict,
 )
-from harness.stats.bootstrap import clustered_mean_ci
 
 # Reader-scored contrasts of the powered reader study: the paper's comparison, the heuristic it beats, and
 # the headroom an oracle leaves.
@@ -28,9 +24,9 @@ READER_CONTRASTS = (("submod", "packed"), ("submod", "focused"), ("oracle", "sub
 
 def reader_columns_section(settings: Settings) -> Section:
     section = Section("Seed 000: reader columns at a larger n (IRCoT HotpotQA)")
-    rows = _load(settings, READER_IRCOT)
+    rows = settings.load(READER_IRCOT)
     if rows is None:
-        return _missing(section, READER_IRCOT)
+        return section.missing(READER_IRCOT)
     reader = ", ".join(sorted(rows["reader"].astype(str).unique()))
     budget = int(rows["budget"].iloc[0])
     section.add(
@@ -46,9 +42,7 @@ def reader_columns_section(settings: Settings) -> Section:
     records = []
     for packer in _ordered_packers(rows):
         cell = rows[rows["packer"] == packer]
-        summary = clustered_mean_ci(
-            cell, list(metrics), "qkey", settings.n_resamples, settings.confidence, settings.seed
-        )
+        summary = settings.means(cell, metrics)
         record = {"packer": PACKER_LABELS.get(packer, packer), "n": len(cell)}
         record.update({HEADINGS[m]: fmt_ci(*summary[m]) for m in metrics})
         records.append(record)
@@ -58,7 +52,7 @@ def reader_columns_section(settings: Settings) -> Section:
         if not {a, b} <= set(rows["packer"].astype(str)):
             continue
         for metric in metrics:
-            result = _contrast(rows, "packer", a, b, metric, settings)
+            result = settings.contrast(rows, "packer", a, b, metric)
             contrasts.append(
                 {
                     "contrast": f"{a} − {b}",

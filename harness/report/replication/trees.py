@@ -18,8 +18,6 @@ from harness.report.replication.common import (
     TREES,
     Section,
     Settings,
-    _load,
-    _missing,
     _save,
     verdict,
     viewer_links,
@@ -95,9 +93,9 @@ def _accuracy_text(summary: pd.DataFrame, dataset: str, classifier: str) -> str:
 
 def trees_section(settings: Settings) -> Section:
     section = Section("Seed 002: RAPTOR vs the query-driven tree (DTCRS): nodes and build time")
-    rows = _load(settings, TREES)
+    rows = settings.load(TREES)
     if rows is None:
-        return _missing(section, TREES)
+        return section.missing(TREES)
     reducers = sorted({str(r) for r in rows.get("cfg.tree.reducer", []) if isinstance(r, str)})
     section.add(
         "Claim: the query-driven tree builds fewer nodes and cuts construction time by 81% against RAPTOR. "

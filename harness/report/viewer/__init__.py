@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.load import REPORT_DIR, Layout, annotate, load_runs
+from harness.report.load import REPORT_DIR, Layout, annotate, display_path, load_runs
 from harness.report.viewer.data import build_payload, variant_label
 from harness.report.viewer.page import render_page
 
@@ -31,9 +31,9 @@ def write_viewer(
     rows: pd.DataFrame, layout: Layout, sources: Sequence[str], out: Path, title: str | None = None
 ) -> dict:
     """Write the viewer of annotated ``rows`` (``harness.report.load.annotate``) to ``out``; returns the payload."""
-    payload = build_payload(
-        rows, layout, [str(s) for s in sources], title or f"Evidence viewer: {', '.join(map(str, sources))}"
-    )
+    # The page may travel: its sources are named relative to where the command ran, never by absolute path.
+    shown = [display_path(s) for s in sources]
+    payload = build_payload(rows, layout, shown, title or f"Evidence viewer: {', '.join(shown)}")
     if not payload["provenance"]:
         log.warning("these rows were written before provenance was recorded: the viewer shows plain contexts")
     out.parent.mkdir(parents=True, exist_ok=True)
