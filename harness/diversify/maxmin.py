@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.types import Pool
-from harness.diversify.base import Diversifier
-from harness.diversify.relevance import check_selection_inputs, query_similarity
+from harness.diversify.base import EmbeddingDiversifier
+from harness.diversify.relevance import check_selection_inputs
 from harness.diversify.ties import argmax_stable
 
 
@@ -35,8 +34,6 @@ def maxmin_select(embeddings: np.ndarray, relevance: np.ndarray, k: int) -> np.n
     return chosen
 
 
-class MaxMinDiversifier(Diversifier):
-    def select_indices(self, pool: Pool) -> np.ndarray:
-        if not pool.candidates:
-            return np.empty(0, dtype=np.intp)
-        return maxmin_select(pool.embeddings, query_similarity(pool), self.k)
+class MaxMinDiversifier(EmbeddingDiversifier):
+    def choose(self, embeddings: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+        return maxmin_select(embeddings, relevance, self.k)

@@ -20,9 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.core.types import Pool
-from harness.diversify.base import Diversifier
-from harness.diversify.relevance import check_selection_inputs, query_similarity
+from harness.diversify.base import EmbeddingDiversifier
+from harness.diversify.relevance import check_selection_inputs
 from harness.diversify.ties import argmax_stable
 from harness.metrics.mmr import DEFAULT_LAMBDA
 
@@ -86,15 +85,20 @@ def mmr_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, lambda_: f
     return np.asarray(chosen, dtype=np.intp)
 
 
-class MMRDiversifier(Diversifier):
-    def __init__(self, name: str, k: int, lambda_: float = DEFAULT_LAMBDA) -> None:
+class TradeoffDiversifier(EmbeddingDiversifier):
+    """A greedy selector weighing relevance by ``lambda_`` against a diversity gain by 1 - ``lambda_``
+    (MMR here, Vendi in ``harness.diversify.vendi``): one setting, checked and shown alike."""
+
+    shown_settings = ("lambda_",)
+
+    def __init__(self, name: str, k: int, lambda_: float) -> None:
         super().__init__(name, k)
         self.lambda_ = check_lambda(lambda_, f"diversifier {name!r}")
 
-    def select_indices(self, pool: Pool) -> np.ndarray:
-        if not pool.candidates:
-            return np.empty(0, dtype=np.intp)
-        return mmr_select(pool.embeddings, query_similarity(pool), self.k, self.lambda_)
 
-    def __repr__(self) -> str:
-        return f"MMRDiversifier(name={self.name!r}, k={self.k}, lambda_={self.lambda_})"
+class MMRDiversifier(TradeoffDiversifier):
+    def __init__(self, name: str, k: int, lambda_: float = DEFAULT_LAMBDA) -> None:
+        super().__init__(name, k, lambda_)
+
+    def choose(self, embeddings: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+        return mmr_select(embeddings, relevance, self.k, self.lambda_)

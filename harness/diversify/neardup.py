@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.types import Pool
-from harness.diversify.base import Diversifier
-from harness.diversify.relevance import (
-    check_selection_inputs,
-    fill_in_rank_order,
-    query_similarity,
-)
+from harness.diversify.base import EmbeddingDiversifier
+from harness.diversify.relevance import check_selection_inputs, fill_in_rank_order
 from harness.diversify.ties import descending_order
 
 DEFAULT_THRESHOLD = 0.95
@@ -44,17 +39,14 @@ def near_duplicate_filter(
     return fill_in_rank_order(kept, relevance, k_eff)
 
 
-class NearDupDiversifier(Diversifier):
+class NearDupDiversifier(EmbeddingDiversifier):
+    shown_settings = ("threshold",)
+
     def __init__(self, name: str, k: int, threshold: float = DEFAULT_THRESHOLD) -> None:
         super().__init__(name, k)
         if not -1.0 <= threshold <= 1.0:
             raise ValueError(f"diversifier {name!r}: threshold must be a cosine in [-1, 1], got {threshold}")
         self.threshold = float(threshold)
 
-    def select_indices(self, pool: Pool) -> np.ndarray:
-        if not pool.candidates:
-            return np.empty(0, dtype=np.intp)
-        return near_duplicate_filter(pool.embeddings, query_similarity(pool), self.k, self.threshold)
-
-    def __repr__(self) -> str:
-        return f"NearDupDiversifier(name={self.name!r}, k={self.k}, threshold={self.threshold})"
+    def choose(self, embeddings: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+        return near_duplicate_filter(embeddings, relevance, self.k, self.threshold)

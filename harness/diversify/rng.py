@@ -192,6 +192,8 @@ def rng_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, gamma: flo
 
 
 class RNGDiversifier(Diversifier):
+    shown_settings = ("gamma", "relevance", "logits")
+
     def __init__(self, name: str, k: int, gamma: float = 0.0, relevance: str = "cosine", logits: bool = True) -> None:
         super().__init__(name, k)
         if relevance not in RELEVANCE_SOURCES:
@@ -233,9 +235,3 @@ class RNGDiversifier(Diversifier):
         if not pool.candidates:
             return np.empty(0, dtype=np.intp)
         return rng_select(pool.embeddings, self.query_relevance(pool, relevances), self.k, self.gamma)
-
-    def __repr__(self) -> str:
-        return (
-            f"RNGDiversifier(name={self.name!r}, k={self.k}, gamma={self.gamma}, "
-            f"relevance={self.relevance!r}, logits={self.logits})"
-        )

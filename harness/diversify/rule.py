@@ -38,6 +38,8 @@ def _check_h(h: Any, where: str) -> int:
 
 
 class RuleDiversifier(Diversifier):
+    shown_settings = ("inner", "h")
+
     def __init__(self, name: str, k: int, inner: Diversifier | Mapping | None = None, h: int | None = None) -> None:
         super().__init__(name, k)
         if inner is None:
@@ -73,6 +75,3 @@ class RuleDiversifier(Diversifier):
 
     def select_indices(self, pool: Pool) -> np.ndarray:
         return self.select(pool)[0]
-
-    def __repr__(self) -> str:
-        return f"RuleDiversifier(name={self.name!r}, k={self.k}, inner={self.inner!r}, h={self.h})"

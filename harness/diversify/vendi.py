@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.types import Pool
-from harness.diversify.base import Diversifier
-from harness.diversify.mmr import check_lambda
-from harness.diversify.relevance import check_selection_inputs, query_similarity
+from harness.diversify.mmr import TradeoffDiversifier, check_lambda
+from harness.diversify.relevance import check_selection_inputs
 from harness.diversify.ties import argmax_stable
 from harness.metrics.diversity import unit_rows, vendi_from_gram
 
@@ -47,15 +45,9 @@ def vendi_greedy_select(embeddings: np.ndarray, relevance: np.ndarray, k: int, l
     return np.asarray(chosen, dtype=np.intp)
 
 
-class VendiDiversifier(Diversifier):
+class VendiDiversifier(TradeoffDiversifier):
     def __init__(self, name: str, k: int, lambda_: float = 0.0) -> None:
-        super().__init__(name, k)
-        self.lambda_ = check_lambda(lambda_, f"diversifier {name!r}")
+        super().__init__(name, k, lambda_)
 
-    def select_indices(self, pool: Pool) -> np.ndarray:
-        if not pool.candidates:
-            return np.empty(0, dtype=np.intp)
-        return vendi_greedy_select(pool.embeddings, query_similarity(pool), self.k, self.lambda_)
-
-    def __repr__(self) -> str:
-        return f"VendiDiversifier(name={self.name!r}, k={self.k}, lambda_={self.lambda_})"
+    def choose(self, embeddings: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+        return vendi_greedy_select(embeddings, relevance, self.k, self.lambda_)

@@ -92,33 +92,15 @@ F1 = register_metric("f1", heading="F1", higher_is_better=True, summary=True, wa
 EM = register_metric("em", heading="EM", higher_is_better=True, summary=True, wandb=True, policy_table=True)
 
 # ---- what reached the reader (harness.metrics.context) --------------------------------------------------
+# Shown in every place (summary, W&B table, policy table) and correlated with the reader's scores.
+_CONTEXT_SCORE = {"summary": True, "wandb": True, "policy_table": True, "diagnostic": True}
 ANSWER_IN_CONTEXT = register_metric(
-    "answer_in_context",
-    heading="answer in ctx",
-    higher_is_better=True,
-    summary=True,
-    wandb=True,
-    policy_table=True,
-    diagnostic=True,
+    "answer_in_context", heading="answer in ctx", higher_is_better=True, **_CONTEXT_SCORE
 )
 ANSWER_IN_CONTEXT_GRADED = register_metric(
-    "answer_in_context_graded",
-    heading="graded",
-    higher_is_better=True,
-    summary=True,
-    wandb=True,
-    policy_table=True,
-    diagnostic=True,
+    "answer_in_context_graded", heading="graded", higher_is_better=True, **_CONTEXT_SCORE
 )
-GOLD_DOC_COVERAGE = register_metric(
-    "gold_doc_coverage",
-    heading="gold cov.",
-    higher_is_better=True,
-    summary=True,
-    wandb=True,
-    policy_table=True,
-    diagnostic=True,
-)
+GOLD_DOC_COVERAGE = register_metric("gold_doc_coverage", heading="gold cov.", higher_is_better=True, **_CONTEXT_SCORE)
 ALL_GOLD_IN_READER = register_metric(
     "all_gold_in_reader", heading="all gold", higher_is_better=True, summary=True, policy_table=True, diagnostic=True
 )
