@@ -55,3 +55,23 @@ def machine_dtype() -> str:
         why = f"CPU with {', '.join(have)}" if have else "CPU without bf16 instructions (avx512_bf16/amx_bf16)"
     log.info("dtype auto: %s (%s)", chosen, why)
     return chosen
+
+
+def cpu_kind(flags: frozenset[str]) -> str:
+    """The CPU's kind as far as a reader's numerics and speed go: ``amx`` (AMX tiles with bf16),
+    ``avx512_bf16``, ``avx512``, ``avx2``, or ``other``. Kernels differ between kinds, and so may the last
+    bits of a bf16 answer; within a kind they are the same."""
+    if "amx_bf16" in flags:
+        return "amx"
+    if "avx512_bf16" in flags:
+        return "avx512_bf16"
+    if "avx512f" in flags:
+        return "avx512"
+    if "avx2" in flags:
+        return "avx2"
+    return "other"
+
+
+@cache
+def machine_cpu_kind() -> str:
+    return cpu_kind(cpu_flags())

@@ -85,6 +85,18 @@ class Reader(ABC):
         """The model, as rows and the token counter name it."""
         return self.name
 
+    @property
+    def numerics(self) -> dict[str, str]:
+        """How the answers are computed, as far as it changes them: backend, weights' format, dtype and
+        device. Rows (``reader_numerics``) and ``summary.json`` carry it, and a report never pools rows whose
+        numerics differ. A server's are its own: named by its model."""
+        return {"backend": "server", "weights": self.model_id, "dtype": "server", "device": "server"}
+
+    @property
+    def numerics_label(self) -> str:
+        """``numerics`` as one string, the ``reader_numerics`` row column: ``transformers/hf/bfloat16/cpu-amx``."""
+        return "/".join(self.numerics[key] for key in ("backend", "weights", "dtype", "device"))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, id={self.reader_id!r})"
 

@@ -1,17 +1,43 @@
-"""The default reader: a Hugging Face model's ``generate`` (greedy or beam search) in ``Trainer.predict``."""
+"""The default reader: a Hugging Face model in ``Trainer.predict``, decoded row by row (batch-invariant,
+``harness.read.row_decoding``) or by the library's batched ``generate`` (beam search, encoder-decoders)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.backends.loading import resolve_dtype
+from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import resolve_threads
 from harness.read.local import LocalReader, device_field
 
+DECODINGS = ("rows", "generate")
+# Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
+# next prompt of the step, so the fixed-width decoding seldom carries idle rows.
+PROMPTS_PER_ROW = 4
+
 
 class TransformersReader(LocalReader):
-    """A transformers model behind the response cache. Its id carries no ``backend=`` field (kept as it
-    was, so existing caches stay valid)."""
+    """A transformers model behind the response cache. ``decoding``: ``rows`` (greedy, each prompt
+    prefilled alone and decoded in ``batch_size`` rows, so an answer never depends on the prompts read
+    with it) or ``generate`` (the library's batched ``generate`` with left padding: beam search, and
+    encoder-decoder models such as Flan-T5). Its id carries no ``backend=`` field (kept as it was, so
+    existing caches stay valid)."""
 
     backend = "transformers"
+
+    def __init__(self, name: str, decoding: str = "rows", **settings: Any) -> None:
+        if decoding not in DECODINGS:
+            raise ValueError(f"reader {name!r}: decoding must be one of {DECODINGS}, got {decoding!r}")
+        if decoding == "rows" and int(settings.get("num_beams", 1)) != 1:
+            raise ValueError(
+                f"reader {name!r}: decoding=rows is greedy; beam search (num_beams > 1) needs decoding=generate"
+            )
+        self.decoding = decoding
+        super().__init__(name, **settings)
+
+    @property
+    def full_precision(self) -> bool:
+        return str(resolve_dtype(self.spec.dtype)) == "torch.float32" and self.spec.quantization is None
 
     @property
     def reader_id(self) -> str:
@@ -19,19 +45,32 @@ class TransformersReader(LocalReader):
         return (
             f"{self.model_id}|dtype={self.dtype_name}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
-            + ("" if self.batch_invariant else f"|batch={self.batch_size}")
+            + self.batch_field
             + device_field(self.device_kind)
         )
 
     @property
+    def batch_field(self) -> str:
+        """What of the batching changes an answer. In float32 nothing: left padding moves the last-token
+        logits by ~1e-5 (50 of 50 HotpotQA answers equal at batch 1 and 8), and the row decoder's answers
+        equal ``generate``'s at batch 1. In bf16 padding moves them by up to ~0.8 (8 of 50 changed), so
+        ``generate`` at a batch size above 1 is keyed by it (``batch=``); the row decoder is independent of
+        the company but computes its decoding steps ``batch_size`` rows wide, a matmul shape whose rounding
+        is the kernel's (``rows=``), and the kernel is the CPU's (``cpu=``: AMX and AVX-512 round differently)."""
+        if self.full_precision:
+            return ""
+        if self.decoding == "generate":
+            return "" if self.batch_size == 1 else f"|batch={self.batch_size}"
+        return f"|rows={self.batch_size}" + ("" if self.on_cuda else f"|cpu={machine_cpu_kind()}")
+
+    @property
     def batch_invariant(self) -> bool:
-        """Whether a prompt's answer is independent of the batch it is generated in. Left padding
-        reorders the attention sums: in float32 the last-token logits move by ~1e-5 (50 of 50 HotpotQA
-        answers equal at batch 1 and 8), in bf16 by up to ~0.8 (8 of 50 changed). Half precision (also
-        ``auto`` where it chooses bf16: harness.backends.precision) and quantized weights at batch_size > 1
-        are therefore not invariant, and the batch size joins the reader id."""
-        full_precision = str(resolve_dtype(self.spec.dtype)) == "torch.float32" and self.spec.quantization is None
-        return full_precision or self.batch_size == 1
+        """Whether a prompt's answer is independent of the prompts generated with it."""
+        return self.decoding == "rows" or self.full_precision or self.batch_size == 1
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.batch_size * (PROMPTS_PER_ROW if self.decoding == "rows" else 1)
 
     def build_module(self):
         """The module with its weights; when the reader runs as several processes, each process loads its
@@ -51,4 +90,5 @@ class TransformersReader(LocalReader):
             placed=self.spec.placed,
             torch_threads=resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)"),
             loader=self.spec.load if per_process else None,
+            decode_width=self.batch_size if self.decoding == "rows" else None,
         )

@@ -67,6 +67,15 @@ class LlamaCppReader(LocalReader):
         )
 
     @property
+    def weights_format(self) -> str:
+        """``gguf-<quantization>``: llama.cpp computes with the GGUF's own block formats."""
+        return "gguf-" + self.gguf_identity.rsplit("|quant=", 1)[-1]
+
+    @property
+    def dtype_name(self) -> str:
+        return "gguf"
+
+    @property
     def gguf_file(self) -> Path:
         """The GGUF this reader runs: ``gguf`` when set, else the offline model's file."""
         return resolve_gguf(self.gguf, self.spec.offline_model, self.spec.models_dir)

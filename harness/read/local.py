@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
+from harness.backends.precision import machine_cpu_kind
 from harness.core.devices import device_count
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest, Reader, Response
@@ -114,6 +115,7 @@ class LocalReader(Reader):
 
     #: an engine backend's word for the bitsandbytes quantization and ``trainer.devices`` it refuses
     #: (and it decodes greedily, one beam); ``None``: the transformers backend takes them
+    backend: ClassVar[str]
     engine_quantization: ClassVar[str | None] = None
     engine_devices: ClassVar[str | None] = None
 
@@ -130,6 +132,7 @@ class LocalReader(Reader):
         show_progress: bool = True,
         torch_threads: int | None = None,
         allow_cpu: bool = False,
+        emulate_bf16: bool = False,
         **model: Any,
     ) -> None:
         spec = ModelSpec.from_config(model, owner=f"reader {name!r}")
@@ -162,6 +165,8 @@ class LocalReader(Reader):
         self.show_progress = show_progress
         self.torch_threads = torch_threads
         self.devices = ReaderDevices(name, spec, self.trainer_settings, allow_cpu)
+        # Checked in the config check (harness.run.cpu_check): bf16 on a CPU without bf16 instructions.
+        self.emulate_bf16 = bool(emulate_bf16)
         self._module = None
 
     # ---- settings -------------------------------------------------------------------------------
@@ -193,6 +198,16 @@ class LocalReader(Reader):
     def model_id(self) -> str:
         """The weights: an offline model by name (the same on every machine), else the hub id or path."""
         return self.spec.source
+
+    @property
+    def weights_format(self) -> str:
+        """The weights' format: Hugging Face files, with their load-time quantization if any."""
+        return "hf" + (f"-{self.spec.quantization}" if self.spec.quantization else "")
+
+    @property
+    def numerics(self) -> dict[str, str]:
+        device = self.device_kind if self.on_cuda else f"cpu-{machine_cpu_kind()}"
+        return {"backend": self.backend, "weights": self.weights_format, "dtype": self.dtype_name, "device": device}
 
     @property
     def dtype_name(self) -> str:
@@ -269,6 +284,11 @@ class LocalReader(Reader):
 
             torch.cuda.empty_cache()
 
+    @property
+    def prompts_per_step(self) -> int:
+        """Prompts handed to the module per predict step (each step's answers are cached as it ends)."""
+        return self.batch_size
+
     def prepare_module(self, module, lengths: list[int]) -> None:
         """Called before each read with the prompts' token counts (an engine sizes itself here)."""
 
@@ -324,7 +344,7 @@ class LocalReader(Reader):
         if multi_process and self.cache is None:
             raise ValueError(f"reader {self.name!r}: multi-device prediction needs a response cache (set cache_dir)")
         datamodule = PromptDataModule(
-            prompts, keys, self.batch_size, lengths, self.sort_by_length, replicas=trainer.world_size
+            prompts, keys, self.prompts_per_step, lengths, self.sort_by_length, replicas=trainer.world_size
         )
         with _quiet_lightning():
             outputs = trainer.predict(module, datamodule=datamodule, return_predictions=not multi_process) or []

@@ -72,6 +72,7 @@ class ReaderModule(pl.LightningModule):
         torch_threads: int | None = None,
         backend=None,
         loader=None,
+        decode_width: int | None = None,
     ) -> None:
         super().__init__()
         # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
@@ -93,6 +94,8 @@ class ReaderModule(pl.LightningModule):
         self.num_beams = num_beams
         self.is_encoder_decoder = False
         self.generation_config = None
+        # Rows decoded side by side by a causal LM (harness.read.row_decoding); None: the library's generate.
+        self.decode_width = decode_width
         if model is not None:
             self._attach(model)
 
@@ -102,6 +105,11 @@ class ReaderModule(pl.LightningModule):
         else:
             self.model = model
         self.is_encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+        if self.decode_width is not None and (self.is_encoder_decoder or self.num_beams != 1):
+            raise ValueError(
+                "row decoding needs a causal LM decoding greedily (reader.decoding=generate for an "
+                "encoder-decoder model or beam search)"
+            )
         self.generation_config = greedy_generation_config(model, self.tokenizer, self.max_new_tokens, self.num_beams)
 
     def setup(self, stage: str) -> None:
@@ -126,6 +134,8 @@ class ReaderModule(pl.LightningModule):
         """The raw generated text of each prompt (special tokens removed)."""
         if self._backend is not None:
             return self._backend.generate(prompts)
+        if self.decode_width is not None:
+            return self._generate_rows(prompts)
         encoded = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         ).to(self.input_device)
@@ -134,6 +144,23 @@ class ReaderModule(pl.LightningModule):
         if not self.is_encoder_decoder:  # a causal LM echoes the (left-padded) prompt first
             output = output[:, encoded["input_ids"].shape[1] :]
         return self.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+    def _generate_rows(self, prompts: list[str]) -> list[str]:
+        from harness.read.row_decoding import RowDecoder
+
+        assert self.decode_width is not None and self.generation_config is not None
+        eos = self.generation_config.eos_token_id
+        decoder = RowDecoder(
+            self.generator,
+            self.decode_width,
+            self.max_new_tokens,
+            set(eos if isinstance(eos, list) else [] if eos is None else [eos]),
+            self.tokenizer.pad_token_id or 0,
+        )
+        ids = [self.tokenizer(p, add_special_tokens=self.add_special_tokens)["input_ids"] for p in prompts]
+        with limited_torch_threads(self.torch_threads):
+            generated = decoder.generate(ids)
+        return [self.tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
 
     def predict_step(
         self, batch: dict[str, list[str]], batch_idx: int = 0, dataloader_idx: int = 0

@@ -23,6 +23,7 @@ from harness.cache.postgres import is_url, redacted
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
+from harness.run.cpu_check import cpu_problems
 from harness.run.device_check import device_problems
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
 from harness.run.secret_paths import secret_folder_problems
@@ -355,6 +356,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
     found += server_url_problems(cfg)
     if not found:  # where it would compute, once its values are known to be valid
         found += device_problems(cfg)
+        found += cpu_problems(cfg)
     path = _dataset_path(cfg)
     if path is not None and not path.exists():
         found.append(

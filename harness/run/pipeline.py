@@ -90,8 +90,9 @@ class Pipeline:
         return self.clock.timings
 
     def components(self) -> dict[str, str]:
-        """The names of the run's tree, diversifier, packer and reader (row columns)."""
-        return {kind: getattr(self, kind).name for kind in ("tree", "diversifier", "packer", "reader")}
+        """The names of the run's tree, diversifier, packer and reader, and the reader's numerics (row columns)."""
+        names = {kind: getattr(self, kind).name for kind in ("tree", "diversifier", "packer", "reader")}
+        return {**names, "reader_numerics": self.reader.numerics_label}
 
     def counters(self) -> dict[str, int | None]:
         """Texts embedded and prompts read by this run (the shared objects' counters since it began)."""

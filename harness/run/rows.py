@@ -114,6 +114,7 @@ class RowBuilder:
             "k": int(cfg.k),
             "seed": int(cfg.seed),
             "reader": names["reader"],
+            "reader_numerics": names.get("reader_numerics", ""),
         }
 
     def answer_columns(

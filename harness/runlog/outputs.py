@@ -174,6 +174,8 @@ def write_outputs(
             for key in ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
             if key in rows.columns
         },
+        # Backend, weights' format, dtype and device of the answers (harness.read.base.Reader.numerics).
+        "reader_numerics": str(first["reader_numerics"]) if "reader_numerics" in rows.columns else None,
         "run_key": run_key,
         "n_questions": len(rows),
         "metrics": {

@@ -1,0 +1,255 @@
+"""Greedy decoding in which a prompt's answer never depends on the prompts read with it.
+
+Batched generation with left padding is fast but batch-dependent in half precision: padding moves the
+attention sums, and a matmul kernel chosen by the number of rows ``M`` rounds differently for other ``M``
+(on an AMX CPU, bf16 ``x @ W.T`` with K = 4864 already differs between M = 1 and M = 2). Here each prompt
+is prefilled alone (its own ``M``, no padding), and decoding advances a fixed number of rows, ``width``,
+one token each per step: every linear layer always sees ``M = width``, a shape at which a row's result
+was measured to be independent of its position and of the other rows (``tests/test_read_row_decoding.py``
+checks it on the machine it runs on), and attention runs per row over that row's own keys only, so the
+padding of the shared key cache never enters a sum. Rows free up as their answers end and take the next
+prompt (continuous batching), and idle rows carry a dummy token, keeping ``M`` fixed to the end.
+
+Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end-of-sequence token or
+``max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+ATTENTION = "harness_rows"
+
+
+@dataclass
+class RowKeys:
+    """Handed to the attention beside the model's inputs: the first key of each row's own span in the
+    shared cache (``None``: an idle row, whose output is zeros), and whether queries attend causally."""
+
+    starts: list[int | None]
+    causal: bool = False
+
+
+def row_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, row_keys=None, **kwargs):
+    """Attention of each row over its own keys (``row_keys``), with no mask and no padding in any sum."""
+    if row_keys is None:
+        raise ValueError(f"the {ATTENTION!r} attention runs inside RowDecoder only (it needs row_keys)")
+    grouped = query.shape[1] != key.shape[1]
+    output = torch.zeros_like(query)
+    for row, start in enumerate(row_keys.starts):
+        if start is None:
+            continue
+        output[row : row + 1] = F.scaled_dot_product_attention(
+            query[row : row + 1],
+            key[row : row + 1, :, start:],
+            value[row : row + 1, :, start:],
+            is_causal=row_keys.causal,
+            scale=scaling,
+            enable_gqa=grouped,
+        )
+    return output.transpose(1, 2).contiguous(), None
+
+
+def register_row_attention() -> None:
+    from transformers import AttentionInterface
+
+    # No mask function is registered with it, so the model builds no mask: ``row_keys`` says what each
+    # row attends to.
+    AttentionInterface.register(ATTENTION, row_attention)
+
+
+@contextmanager
+def row_attention_for(model):
+    """The model computes with ``row_attention`` inside the block and as it did before afterwards."""
+    register_row_attention()
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(ATTENTION)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+class RowCache:
+    """The keys and values of every layer for a fixed set of rows, left-padded to one length.
+
+    Kept in buffers with room to grow, so a decoding step writes one position per layer instead of
+    copying the whole cache (``torch.cat`` per step took a tenth of the decoding time). Layer ``i``'s
+    live positions are ``begins[i]:ends[i]`` of its buffers; every layer holds the same number."""
+
+    def __init__(self, layers: int) -> None:
+        self.keys: list[torch.Tensor | None] = [None] * layers
+        self.values: list[torch.Tensor | None] = [None] * layers
+        self.begins = [0] * layers
+        self.ends = [0] * layers
+
+    @property
+    def length(self) -> int:
+        return self.ends[0] - self.begins[0]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.ends[layer_idx] - self.begins[layer_idx]
+
+    def live(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.keys[layer], self.values[layer]
+        assert keys is not None and values is not None
+        span = slice(self.begins[layer], self.ends[layer])
+        return keys[:, :, span], values[:, :, span]
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        """Append this step's keys and values of one layer; returns the layer's live keys and values."""
+        count = key_states.shape[2]
+        keys = self.keys[layer_idx]
+        if keys is None or self.ends[layer_idx] + count > keys.shape[2]:
+            self._move(layer_idx, like=key_states, front=0, room=count)
+        end = self.ends[layer_idx]
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        assert keys is not None and values is not None
+        keys[:, :, end : end + count] = key_states
+        values[:, :, end : end + count] = value_states
+        self.ends[layer_idx] = end + count
+        return self.live(layer_idx)
+
+    def _move(self, layer: int, like: torch.Tensor, front: int, room: int) -> None:
+        """New buffers for ``layer``: ``front`` empty positions, the live ones, then room for twice as many."""
+        old = None if self.keys[layer] is None else self.live(layer)
+        live = 0 if old is None else old[0].shape[2]
+        size = front + max(2 * (live + room), 64)
+        for store, part in ((self.keys, 0), (self.values, 1)):
+            new = like.new_zeros((like.shape[0], like.shape[1], size, like.shape[3]))
+            if old is not None:
+                new[:, :, front : front + live] = old[part]
+            store[layer] = new
+        self.begins[layer], self.ends[layer] = front, front + live
+
+    def drop_front(self, count: int) -> None:
+        """Forget the first ``count`` positions: no row attends to them any more."""
+        self.begins = [begin + count for begin in self.begins]
+
+    def place(self, row: int, prompt: RowCache) -> int:
+        """Copy a prefilled prompt's keys into ``row``, right-aligned; returns its first live position."""
+        length = prompt.length
+        if length > self.length:
+            self._pad_front(length - self.length)
+        start = self.length - length
+        for layer in range(len(self.keys)):
+            for mine, theirs in zip(self.live(layer), prompt.live(layer), strict=True):
+                mine[row].zero_()
+                mine[row, :, start:] = theirs[0]
+        return start
+
+    def _pad_front(self, count: int) -> None:
+        """``count`` empty positions before every row's keys, for a prompt longer than the live length."""
+        for layer in range(len(self.keys)):
+            if self.begins[layer] >= count:
+                self.begins[layer] -= count
+                for tensor in self.live(layer):
+                    tensor[:, :, :count].zero_()
+            else:
+                keys = self.keys[layer]
+                assert keys is not None
+                self._move(layer, like=keys, front=count, room=count)
+                self.begins[layer] -= count
+
+
+@dataclass
+class _Row:
+    index: int  # the prompt's position in the call
+    start: int  # its first key in the shared cache
+    length: int  # its tokens in the cache (prompt and generated), the next token's position
+    tokens: list[int] = field(default_factory=list)
+
+
+class RowDecoder:
+    """Greedy decoding of a causal LM, ``width`` rows at a time (see the module docstring)."""
+
+    def __init__(self, model, width: int, max_new_tokens: int, eos_token_ids: set[int], pad_token_id: int = 0):
+        if width < 1:
+            raise ValueError(f"decoding width must be >= 1, got {width}")
+        self.model = model
+        self.width = width
+        self.max_new_tokens = max_new_tokens
+        self.eos = eos_token_ids
+        self.pad = pad_token_id
+        self.layers = model.config.num_hidden_layers
+
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, keys: RowKeys, cache: RowCache) -> list[int]:
+        output = self.model(
+            input_ids=tokens, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1, row_keys=keys
+        )
+        return output.logits[:, -1].argmax(dim=-1).tolist()
+
+    def _prefill(self, ids: list[int]) -> tuple[RowCache, int]:
+        device = self.model.device
+        cache = RowCache(self.layers)
+        tokens = torch.tensor([ids], device=device)
+        positions = torch.arange(len(ids), device=device)[None]
+        (first,) = self._forward(tokens, positions, RowKeys([0], causal=True), cache)
+        return cache, first
+
+    def _finished(self, row: _Row) -> bool:
+        return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens
+
+    def generate(self, prompts: list[list[int]]) -> list[list[int]]:
+        """The generated token ids of each prompt (its end-of-sequence token included when reached)."""
+        with torch.inference_mode(), row_attention_for(self.model):
+            return self._generate(prompts)
+
+    def _generate(self, prompts: list[list[int]]) -> list[list[int]]:
+        results: list[list[int]] = [[] for _ in prompts]
+        pending = deque(range(len(prompts)))
+        rows: list[_Row | None] = [None] * self.width
+        shared: RowCache | None = None
+        device = self.model.device
+        while pending or any(rows):
+            for slot in range(self.width):
+                while rows[slot] is None and pending:
+                    index = pending.popleft()
+                    prompt_cache, first = self._prefill(prompts[index])
+                    row = _Row(index, 0, len(prompts[index]), [first])
+                    if self._finished(row):
+                        results[index] = row.tokens
+                        continue
+                    if shared is None:
+                        shared = _empty_like(prompt_cache, self.width)
+                    before = shared.length
+                    row.start = shared.place(slot, prompt_cache)
+                    for other in rows:
+                        if other is not None:
+                            other.start += shared.length - before
+                    rows[slot] = row
+            if shared is None or not any(rows):
+                break
+            tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
+            positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
+            chosen = self._forward(tokens, positions, RowKeys([r.start if r else None for r in rows]), shared)
+            for slot, row in enumerate(rows):
+                if row is None:
+                    continue
+                row.tokens.append(chosen[slot])
+                row.length += 1
+                if self._finished(row):
+                    results[row.index] = row.tokens
+                    rows[slot] = None
+            first_used = min((r.start for r in rows if r), default=shared.length)
+            if first_used:
+                shared.drop_front(first_used)
+                for row in rows:
+                    if row is not None:
+                        row.start -= first_used
+        return results
+
+
+def _empty_like(prompt: RowCache, width: int) -> RowCache:
+    """A shared cache of ``width`` rows, no positions yet, shaped and typed like a prefilled prompt's."""
+    shared = RowCache(len(prompt.keys))
+    for mine, theirs in ((shared.keys, prompt.keys), (shared.values, prompt.values)):
+        for i, source in enumerate(theirs):
+            assert source is not None
+            mine[i] = source.new_zeros((width, source.shape[1], 0, source.shape[3]))
+    return shared
