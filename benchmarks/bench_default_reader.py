@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from bench_readers import DEFAULT_DATA, gold_rows  # a script beside this one
+
 from harness.backends.offline_models import default_folder
 from harness.backends.precision import cpu_dtype, cpu_flags, cpu_kind
 from harness.core.threads import available_cpus
@@ -70,9 +70,7 @@ def make_reader(kind: str, args, batch_size: int | None = None):
         return LlamaCppReader(**common, llama_cpp={"n_parallel": 1, "n_threads": args.threads, "n_ctx": 2048})
     decoding, dtype = kind.split()[1:3]
     folder = str(default_folder(RUNG, args.models_dir))
-    return TransformersReader(
-        **common, pretrained=folder, dtype=dtype, decoding=decoding, torch_threads=args.threads
-    )
+    return TransformersReader(**common, pretrained=folder, dtype=dtype, decoding=decoding, torch_threads=args.threads)
 
 
 def timed_read(reader, requests: list[PromptRequest]) -> tuple[list[str], float]:
@@ -95,13 +93,20 @@ def main() -> None:
     flags = cpu_flags()
     kind, auto = cpu_kind(flags), cpu_dtype(flags)
     print(f"CPU kind: {kind} (dtype auto: {auto}), {args.threads} threads")
-    peak = {name: matmul_flops(dtype, args.threads) for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32))}
+    peak = {
+        name: matmul_flops(dtype, args.threads) for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32))
+    }
     print(f"torch.matmul 2048^2: bf16 {peak['bf16'] / 1e12:.2f} TFLOP/s, fp32 {peak['fp32'] / 1e12:.2f} TFLOP/s")
 
     rows = gold_rows(json.loads(args.data.read_text())[: args.questions])
     requests = [PromptRequest(q, c) for q, c, _ in rows]
     golds = [g for _, _, g in rows]
-    kinds = ["llama.cpp Q4_K_M", "transformers rows bfloat16", "transformers generate bfloat16", "transformers rows float32"]
+    kinds = [
+        "llama.cpp Q4_K_M",
+        "transformers rows bfloat16",
+        "transformers generate bfloat16",
+        "transformers rows float32",
+    ]
     results, readers = [], {}
     for label in kinds:
         reader = readers[label] = make_reader(label, args)
@@ -130,8 +135,10 @@ def main() -> None:
             reader.close()
 
     base = results[0]
-    print(f"\n{len(requests)} HotpotQA questions, gold paragraphs, greedy, max_new_tokens {args.max_new_tokens}, "
-          f"batch {args.batch_size}; CPU kind {kind}")
+    print(
+        f"\n{len(requests)} HotpotQA questions, gold paragraphs, greedy, max_new_tokens {args.max_new_tokens}, "
+        f"batch {args.batch_size}; CPU kind {kind}"
+    )
     print("| reader | s/question | questions/s | x llama.cpp | prompt tokens/s | share of matmul peak | F1 |")
     print("|---|---|---|---|---|---|---|")
     for r in results:

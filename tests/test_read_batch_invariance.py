@@ -1,5 +1,6 @@
-"""Batch size and the response cache: an answer generated in a batch may only be shared with readers of another
-batch size when the precision makes it independent of the batch (float32)."""
+"""Batch size and the response cache: an answer may only be shared between reads that group prompts differently
+when it is independent of the grouping: row decoding always is (harness.read.row_decoding), the library's
+batched ``generate`` only in float32."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ MODELS = REPO / ".cache" / "models"
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
-def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12):
+def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12, decoding="generate"):
     return TransformersReader(
+        decoding=decoding,
         name="smollm2",
         offline_model="smollm2",
         pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
@@ -31,6 +33,24 @@ def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max
         show_progress=False,
         torch_threads=1,
     )
+
+
+def test_row_decoding_ids_name_the_width_and_cpu_kind_in_half_precision_only():
+    from harness.backends.precision import machine_cpu_kind
+
+    rows = reader("bfloat16", 8, decoding="rows").reader_id
+    assert rows.endswith(f"|rows=8|cpu={machine_cpu_kind()}")
+    assert rows != reader("bfloat16", 4, decoding="rows").reader_id  # the width is a matmul shape
+    assert rows != reader("bfloat16", 8).reader_id  # never an entry of batched generate
+    assert "rows=" not in reader("bfloat16", 1).reader_id  # generate at batch 1 keeps its old id
+    # float32: one id for both decodings and every width, as float32 answers are the same (checked below).
+    ids = {reader("float32", b, decoding=d).reader_id for b in (1, 8) for d in ("rows", "generate")}
+    assert len(ids) == 1
+
+
+def test_beam_search_needs_the_librarys_generate():
+    with pytest.raises(ValueError, match="num_beams > 1.*decoding=generate"):
+        TransformersReader(name="t", offline_model="smollm2", num_beams=2, decoding="rows")
 
 
 def test_half_precision_puts_the_batch_size_into_the_reader_id():
@@ -54,6 +74,7 @@ def test_float32_ids_and_cache_keys_ignore_the_batch_size():
 def test_the_offline_reader_lets_the_machine_choose_its_precision():
     cfg = OmegaConf.load(REPO / "conf" / "reader" / "smollm2_135m.yaml")
     assert cfg.dtype == "auto" and cfg.batch_size > 1
+    assert cfg.get("decoding", "rows") == "rows"  # batch-invariant in every dtype
 
 
 @pytest.mark.slow
@@ -69,3 +90,5 @@ def test_float32_answers_are_the_same_at_batch_1_and_batch_4():
     assert len(lengths) == len(prompts)  # all different, so every batch of 4 left-pads
     four = reader("float32", 4)
     assert four.responses(prompts) == one.responses(prompts)  # raw generations too, not only the extracted answers
+    rows = reader("float32", 4, decoding="rows")
+    assert rows.responses(prompts) == one.responses(prompts)  # row decoding: the same float32 answers

@@ -70,10 +70,11 @@ def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_pat
 def test_published_settings(tmp_path):
     readers = {name: instantiate(minimal_cfg(name, tmp_path).reader) for name in READER_CONFIGS}
     default = readers["smollm2_135m"]
-    # dtype auto: the machine's choice (float32 without bf16 instructions, then batch-invariant answers
-    # and no batch size in the reader id); tests/test_backends_precision.py covers both machines.
+    # dtype auto: the machine's choice (tests/test_backends_precision.py covers both machines); row
+    # decoding keeps answers batch-invariant in either.
     assert (default.batch_size, default.max_new_tokens, default.spec.dtype) == (8, 24, "auto")
-    assert default.batch_invariant == (machine_dtype() == "float32")
+    assert default.batch_invariant and default.decoding == "rows"
+    assert ("|rows=8|cpu=" in default.reader_id) == (machine_dtype() != "float32")
     assert default.trainer_settings["accelerator"] == "cpu" and default.model_id == "offline:smollm2"
     # No reader config pins a thread count: null takes this job's share of the CPUs (harness.core.threads).
     assert all(getattr(r, "torch_threads", None) is None for r in readers.values())

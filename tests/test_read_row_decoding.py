@@ -1,0 +1,167 @@
+"""Row decoding (harness.read.row_decoding): the matmul property it rests on, its key cache, agreement with the
+library's generate, and answers that never depend on the prompts read with them, for every local CPU backend
+in the dtype the machine picks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from harness.backends.precision import machine_dtype
+from harness.read.base import PromptRequest
+from harness.read.hf import TransformersReader
+from harness.read.llama_cpp import LlamaCppReader
+from harness.read.row_decoding import RowCache
+from tests.conftest import REPO, SHARED_DATA
+
+MODELS = REPO / ".cache" / "models"
+HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
+
+
+def hotpot_requests(n: int) -> list[PromptRequest]:
+    requests = []
+    for ex in json.loads(HOTPOT.read_text())[:n]:
+        gold = {title for title, _ in ex["supporting_facts"]}
+        context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in ex["context"] if t in gold)
+        requests.append(PromptRequest(ex["question"], context))
+    return requests
+
+
+@pytest.mark.parametrize("shape", [(896, 4864), (4864, 896), (1536, 8960)])
+def test_a_fixed_width_matmul_row_depends_on_its_own_input_alone(shape):
+    """What row decoding rests on, checked on this machine in its dtype: at a fixed number of rows, a row's
+    result is the same whatever its position and the other rows (at another number of rows it may not be)."""
+    dtype = getattr(torch, machine_dtype())
+    generator = torch.Generator().manual_seed(0)
+    layer = torch.nn.Linear(*shape).to(dtype)
+    inputs = torch.randn(64, shape[0], generator=generator).to(dtype)
+    width = 8
+    with torch.inference_mode():
+        reference = layer(inputs[:width])[0]
+        for trial in range(16):
+            company = torch.randperm(64, generator=generator)[:width]
+            slot = trial % width
+            company[slot] = 0
+            assert torch.equal(layer(inputs[company])[slot], reference)
+
+
+def test_the_row_cache_holds_each_rows_keys_right_aligned_through_steps_trims_and_growth():
+    layers, heads, dim = 2, 2, 4
+    generator = torch.Generator().manual_seed(1)
+
+    def prefilled(length: int) -> tuple[RowCache, list[torch.Tensor]]:
+        cache = RowCache(layers)
+        keys = [torch.randn(1, heads, length, dim, generator=generator) for _ in range(layers)]
+        for layer, k in enumerate(keys):
+            cache.update(k, -k, layer)
+        return cache, keys
+
+    shared = RowCache(layers)
+    for layer in range(layers):
+        shared.keys[layer] = torch.zeros(3, heads, 0, dim)
+        shared.values[layer] = torch.zeros(3, heads, 0, dim)
+    expected: dict[int, list[torch.Tensor]] = {}  # row -> per layer, its live keys (a reference built by cat)
+    starts: dict[int, int] = {}
+    for row, length in ((0, 5), (1, 9), (2, 3)):  # the second is longer than the live length: the front grows
+        cache, keys = prefilled(length)
+        before = shared.length
+        starts[row] = shared.place(row, cache)
+        for other in starts:
+            if other != row:
+                starts[other] += shared.length - before
+        expected[row] = [k[0] for k in keys]
+    for step in range(70):  # past the buffers' first size: they move
+        new = [torch.randn(3, heads, 1, dim, generator=generator) for _ in range(layers)]
+        for layer in range(layers):
+            keys, values = shared.update(new[layer], -new[layer], layer)
+            assert keys.shape[2] == shared.length
+        for row in expected:
+            expected[row] = [torch.cat([e, n[row]], dim=1) for e, n in zip(expected[row], new, strict=True)]
+        if step == 10:  # the first row no longer attends to its first 4 positions: forget them
+            shared.drop_front(min(starts.values()))
+            trimmed = min(starts.values())
+            starts = {row: start - trimmed for row, start in starts.items()}
+    for row, start in starts.items():
+        for layer in range(layers):
+            keys, values = shared.live(layer)
+            assert torch.equal(keys[row, :, start:], expected[row][layer])
+            assert torch.equal(values[row, :, start:], -expected[row][layer])
+
+
+def smollm2(dtype: str, decoding: str, batch_size: int, cache_dir, max_new_tokens: int = 12) -> TransformersReader:
+    return TransformersReader(
+        name="smollm2",
+        offline_model="smollm2",
+        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
+        models_dir=str(MODELS),
+        dtype=dtype,
+        batch_size=batch_size,
+        decoding=decoding,
+        max_new_tokens=max_new_tokens,
+        cache_dir=cache_dir,
+        show_progress=False,
+        torch_threads=1,
+    )
+
+
+@pytest.mark.parametrize("dtype", sorted({"float32", machine_dtype()}))
+def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(dtype, tmp_path):
+    requests = hotpot_requests(6)
+    rows = smollm2(dtype, "rows", 4, tmp_path / "rows").responses(requests)
+    library = smollm2(dtype, "generate", 1, tmp_path / "generate").responses(requests)
+    assert rows == library
+
+
+def read_in_every_company(make_reader, requests, tmp_path) -> dict[str, list[str]]:
+    """The raw answers to ``requests`` read all at once, one at a time, in reverse order and with every
+    other one already cached, each by a fresh reader (and response cache) sharing the first one's module."""
+    first = make_reader(tmp_path / "together")
+    reads = {"together": [r["raw"] for r in first.responses(requests)]}
+
+    def fresh(name):
+        reader = make_reader(tmp_path / name)
+        reader._module = first.module  # the loaded weights, not a second copy
+        return reader
+
+    alone = fresh("alone")
+    reads["one at a time"] = [alone.responses([request])[0]["raw"] for request in requests]
+    reads["reversed"] = [r["raw"] for r in fresh("reversed").responses(requests[::-1])][::-1]
+    half = fresh("half cached")
+    half.responses(requests[::2])
+    reads["half cached"] = [r["raw"] for r in half.responses(requests)]
+    assert half.generated == len(requests)  # the second read generated only the uncached half
+    return reads
+
+
+@pytest.mark.slow
+def test_transformers_answers_never_depend_on_the_prompts_read_with_them(tmp_path):
+    """In the dtype the machine picks (bf16 where it has bf16 instructions, where batched generate is not)."""
+    requests = hotpot_requests(12)
+    reads = read_in_every_company(lambda d: smollm2("auto", "rows", 8, d, max_new_tokens=16), requests, tmp_path)
+    together = reads.pop("together")
+    assert len(set(together)) > 6  # real, different answers
+    for company, raws in reads.items():
+        assert raws == together, company
+
+
+@pytest.mark.slow
+def test_llama_cpp_answers_never_depend_on_the_prompts_read_with_them(tmp_path):
+    def make(cache_dir):
+        return LlamaCppReader(
+            name="smollm2-gguf",
+            offline_model="smollm2",
+            models_dir=str(MODELS),
+            batch_size=4,
+            max_new_tokens=12,
+            cache_dir=cache_dir,
+            show_progress=False,
+            llama_cpp={"n_threads": 1, "n_ctx": 2048},
+        )
+
+    requests = hotpot_requests(4)
+    reads = read_in_every_company(make, requests, tmp_path)
+    together = reads.pop("together")
+    for company, raws in reads.items():
+        assert raws == together, company
