@@ -24,9 +24,11 @@ def machine(monkeypatch):
         monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: parse(text))
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
         precision.machine_dtype.cache_clear()
+        precision.machine_cpu_kind.cache_clear()
 
     yield use
     precision.machine_dtype.cache_clear()
+    precision.machine_cpu_kind.cache_clear()
 
 
 def test_flags_come_from_the_first_cpu():
@@ -58,9 +60,9 @@ def test_the_reader_identity_holds_the_chosen_dtype(machine):
         machine(cpuinfo)
         reader = TransformersReader(name="r", offline_model="smollm2", dtype="auto", batch_size=8)
         ids[name] = reader.reader_id
-    assert "|dtype=float32|" in ids["avx2"] and "batch=" not in ids["avx2"]
-    # bf16 answers depend on the batch they were read in: the batch size joins the id.
-    assert "|dtype=bfloat16|" in ids["amx"] and ids["amx"].endswith("|batch=8")
+    assert "|dtype=float32|" in ids["avx2"] and "batch=" not in ids["avx2"] and "rows=" not in ids["avx2"]
+    # bf16 row decoding: the decoding width (a matmul shape) and the CPU kind (its kernels) join the id.
+    assert "|dtype=bfloat16|" in ids["amx"] and ids["amx"].endswith("|rows=8|cpu=amx")
     explicit = TransformersReader(name="r", offline_model="smollm2", dtype="float32", batch_size=8).reader_id
     assert explicit == ids["avx2"]  # auto on an AVX2 machine shares float32's cache entries
 

@@ -165,8 +165,7 @@ class LocalReader(Reader):
         self.show_progress = show_progress
         self.torch_threads = torch_threads
         self.devices = ReaderDevices(name, spec, self.trainer_settings, allow_cpu)
-        # Checked in the config check (harness.run.cpu_check): bf16 on a CPU without bf16 instructions.
-        self.emulate_bf16 = bool(emulate_bf16)
+        self.emulate_bf16 = bool(emulate_bf16)  # bf16 on a CPU without bf16 instructions: harness.run.cpu_check
         self._module = None
 
     # ---- settings -------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from harness.report.load import (
     short_name,
     varies,
 )
+from harness.report.numerics import numerics_note, numerics_splits
 from harness.report.plots import plot_budget_curves, plot_diversity, plot_reader_ladder
 from harness.report.scoring import scoring_lines
 from harness.report.sections import SectionInputs, build_sections
@@ -179,7 +180,8 @@ def build_report(rows: pd.DataFrame, layout: Layout, infos: Sequence[RunInfo], o
         raise ValueError(f"--metric {options.metric!r} is not a numeric column of the rows (numeric: {numeric})")
     # An explicit baseline that names nothing is an input error: report it before any work is done.
     baseline = resolve_baseline(rows, layout, options.baseline) if options.baseline and layout.policy else None
-    report = Report(layout=layout, scoring=scoring_lines(rows))
+    note = numerics_note(numerics_splits(rows))
+    report = Report(layout=layout, scoring=scoring_lines(rows), notes=[note] if note else [])
     report.tables = build_sections(SectionInputs(rows, layout, options, infos, baseline, report))
     footnote = mmr_footnote(rows)
     for table in report.tables:
@@ -212,6 +214,7 @@ def write_report(report: Report, out_dir: Path, dirs: Sequence[str], options: Op
             images += plot_diversity(result, out_dir, index=i)
     written += images
     preamble = [
+        *(line for note in report.notes for line in (f"**{note}**", "")),
         f"Inputs: {', '.join(f'`{display_path(d)}`' for d in dirs)}.",
         (
             f"Policy columns: {', '.join(short_name(c) for c in report.layout.policy) or 'none vary'}; "
@@ -250,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rich.console import Console
 
         # Piped output has no terminal width to follow; a wide page keeps the tables unwrapped.
-        print_tables(report.tables, Console(width=None if sys.stdout.isatty() else 200))
+        console = Console(width=None if sys.stdout.isatty() else 200)
+        for note in report.notes:
+            console.print(note, markup=False, style="bold")
+        print_tables(report.tables, console)
     log.info("%d files written to %s", len(written), out_dir)
     return 0

@@ -48,6 +48,8 @@ class Report:
     studies: list[StudyResult] = field(default_factory=list)
     layout: Layout | None = None
     scoring: list[str] = field(default_factory=list)  # how answers were scored (harness.report.scoring)
+    # Lines said before anything else: readers told apart by their numerics (harness.report.numerics).
+    notes: list[str] = field(default_factory=list)
 
 
 def ci_columns(prefix: str, values: tuple[float, float, float]) -> dict[str, float]:

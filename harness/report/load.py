@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.stage import STAGES
+from harness.report.numerics import numerics_note, split_reader_numerics
 from harness.stats.protocol import format_parameter
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,9 @@ def _normalise_column(series: pd.Series) -> pd.Series:
 
 
 def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Uniform types across runs, and ``qkey``: the question identity (dataset-qualified when datasets vary)."""
+    """Uniform types across runs, ``qkey``: the question identity (dataset-qualified when datasets vary), and
+    one ``reader`` per reader numerics where a reader's rows were computed several ways
+    (``harness.report.numerics``)."""
     columns = {}
     for column in rows.columns:
         free_text = column in ("question", "context", "answer", "gold_answers")
@@ -188,6 +191,9 @@ def normalise_rows(rows: pd.DataFrame) -> pd.DataFrame:
         rows["qkey"] = rows["dataset"].astype(str) + "::" + qid
     else:
         rows["qkey"] = qid
+    rows, splits = split_reader_numerics(rows)
+    if splits:
+        log.warning("%s", numerics_note(splits))
     return rows
 
 
@@ -286,8 +292,12 @@ def annotate(rows: pd.DataFrame) -> tuple[pd.DataFrame, Layout]:
 
     With no varying policy column the label names the constant components (tree, diversifier, packer).
     Rows repeated for the same (setting, policy, question, seed) -- the same run loaded twice under
-    different directories -- are dropped with a warning, keeping the first.
+    different directories -- are dropped with a warning, keeping the first. A reader whose rows hold several
+    numerics is first told apart per numerics (``normalise_rows`` has done so for loaded rows).
     """
+    rows, splits = split_reader_numerics(rows)
+    if splits:
+        log.warning("%s", numerics_note(splits))
     components = [c for c in COMPONENT_COLUMNS if c in rows.columns and varies(rows[c])]
     policy = _grouped_policy_columns(
         components, hyperparameter_columns(rows, [c for c in COMPONENT_COLUMNS if c in rows.columns])

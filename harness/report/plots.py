@@ -85,8 +85,9 @@ def plot_budget_curves(policy_data: pd.DataFrame | None, layout: Layout, out_dir
 
 
 def reader_scale(name: str) -> float:
-    """Parameter count read from a reader name ('qwen2.5-7b' -> 7e9, 'smollm2-135m' -> 1.35e8); inf if none."""
-    found = _SIZE_PATTERN.findall(str(name))
+    """Parameter count read from a reader name ('qwen2.5-7b' -> 7e9, 'smollm2-135m' -> 1.35e8); inf if none.
+    The numerics of a reader told apart by them ('qwen2.5-7b [llama_cpp/gguf-Q4_K_M/gguf/cpu]') are not read."""
+    found = _SIZE_PATTERN.findall(str(name).split(" [", 1)[0])
     if not found:
         return math.inf
     number, unit = found[-1]

@@ -42,7 +42,7 @@ def cpu_problems(cfg: DictConfig, flags: frozenset[str] | None = None, machine: 
     if local and dtype in BF16 and not any(f in flags for f in BF16_CPU_FLAGS) and not settings.get("emulate_bf16"):
         found.append(
             f"reader {name!r}: reader.dtype={dtype} on a CPU without bf16 instructions ({offers(flags)}); "
-            "emulated bf16 runs 3-6x slower than float32: set reader.dtype=auto, or reader.emulate_bf16=true "
+            "emulated bf16 runs 3-6x slower than float32: set reader.dtype=auto, or +reader.emulate_bf16=true "
             "to run it anyway"
         )
     x86 = (machine or platform.machine()).lower() in ("x86_64", "amd64")

@@ -22,6 +22,7 @@ from harness.metrics.registry import (
 )
 from harness.report.formatting import fmt_ci, to_markdown
 from harness.report.load import load_runs
+from harness.report.numerics import READER, numerics_note, numerics_splits
 from harness.stats.analyses import matched_pairs
 from harness.stats.bootstrap import clustered_mean_ci
 from harness.stats.power import paired_power
@@ -113,6 +114,8 @@ class Settings:
     n_resamples: int = 10000
     confidence: float = 0.95
     seed: int = 0
+    # Readers whose rows came with several numerics, told apart (harness.report.numerics): said at the top.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def figures(self) -> Path:
@@ -131,6 +134,9 @@ class Settings:
         except (FileNotFoundError, ValueError) as error:
             log.warning("%s: %s", ", ".join(map(str, paths)), error)
             return None
+        note = numerics_note(numerics_splits(rows))
+        if note and note not in self.notes:
+            self.notes.append(note)
         return rows
 
     def means(self, rows: pd.DataFrame, metrics: Sequence[str]) -> dict[str, tuple[float, float, float]]:
@@ -140,8 +146,15 @@ class Settings:
     def contrast(self, rows: pd.DataFrame, column: str, a, b, metric: str) -> dict:
         """Policy a minus policy b on ``metric``, paired on (question, seed), pooled like the tables' means
         (a question drawn by two seeds counts twice) with a bootstrap that resamples whole questions.
-        ``unique_diff`` is the same difference with each question counted once."""
-        pairs = matched_pairs(rows[rows[column] == a], rows[rows[column] == b], metric, question="qkey")
+        ``unique_diff`` is the same difference with each question counted once. Rows of different readers
+        (a reader's numerics told apart count as different readers) are never paired."""
+        within = [g for _, g in rows.groupby(READER, sort=False, dropna=False)] if READER in rows else [rows]
+        if column == READER or not within:
+            within = [rows]
+        pairs = pd.concat(
+            [matched_pairs(g[g[column] == a], g[g[column] == b], metric, question="qkey") for g in within],
+            ignore_index=True,
+        )
         pairs = pairs.dropna(subset=["a", "b"]).assign(d=lambda f: f["a"] - f["b"])
         mean, low, high = clustered_mean_ci(pairs, ["d"], "question", self.n_resamples, self.confidence, self.seed)["d"]
         unique = pairs.groupby("question")["d"].mean().mean() if len(pairs) else math.nan

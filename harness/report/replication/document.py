@@ -77,6 +77,7 @@ def render(settings: Settings) -> str:
     for build in SECTIONS:
         log.info("section: %s", build.__name__)
         sections.append(build(settings))
+    parts += [line for note in settings.notes for line in ("", f"**{note}**")]
     summary = [v for section in sections for v in section.verdicts]
     if summary:
         parts += ["", "## Verdicts", "", to_markdown(pd.DataFrame(summary))]
