@@ -32,6 +32,7 @@ from harness.backends.vllm_setup import (
     VllmUnavailableError,
     check_build,
     model_files_digest,
+    reads_one_at_a_time,
     vllm_python,
     vllm_version,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "VllmSettings",
     "VllmUnavailableError",
     "model_files_digest",
+    "reads_one_at_a_time",
     "vllm_python",
     "vllm_version",
 ]
@@ -146,6 +148,8 @@ class VllmGenerator:
         self.add_special_tokens = add_special_tokens
         self.trust_remote_code = trust_remote_code
         self.cuda_devices = int(cuda_devices)  # visible CUDA devices the reader reads on (0: the CPU)
+        # Continuous batching would make an answer depend on the prompts read with it (see the function).
+        self.one_at_a_time = reads_one_at_a_time(cuda=self.cuda_devices > 0)
         self.max_model_len = self.settings.max_model_len
         self._workers: list[_Worker] = []
         self.version: str | None = None
@@ -177,12 +181,14 @@ class VllmGenerator:
             "tokenizer": self.model,
             "dtype": self.dtype,
             "max_model_len": self.max_model_len,
-            "enable_prefix_caching": s.enable_prefix_caching,
+            "enable_prefix_caching": s.prefix_caching(self.one_at_a_time),
             "enforce_eager": s.enforce_eager,
             "seed": s.seed,
             "trust_remote_code": self.trust_remote_code,
             "gpu_memory_utilization": s.gpu_memory_utilization,
         }
+        if self.one_at_a_time:
+            engine["max_num_seqs"] = 1
         if s.tensor_parallel_size > 1:
             engine["tensor_parallel_size"] = s.tensor_parallel_size
         if s.quantization:
@@ -227,11 +233,12 @@ class VllmGenerator:
         environments = self._environments()
         self._workers = [_Worker(python, env, f"replica {index}") for index, env in enumerate(environments)]
         log.info(
-            "starting vLLM %s on %s (dtype %s, max_model_len %d, %d replica(s)); logs: %s",
+            "starting vLLM %s on %s (dtype %s, max_model_len %d%s, %d replica(s)); logs: %s",
             self.version,
             self.model,
             self.dtype,
             self.max_model_len,
+            ", one sequence at a time" if self.one_at_a_time else "",
             len(self._workers),
             ", ".join(str(w.log_path) for w in self._workers),
         )

@@ -75,13 +75,35 @@ class VllmSettings:
             raise ValueError(f"unknown vllm settings {sorted(unknown)}; allowed {sorted(known)}")
         return cls(**{k: v for k, v in settings.items() if v is not None})
 
-    @property
-    def identity(self) -> str:
+    def prefix_caching(self, one_at_a_time: bool) -> bool:
+        """Whether the engine reuses prefixes: never when it reads one sequence at a time, where a prefix
+        computed for another prompt would bring that prompt's numerics into this one's answer."""
+        return self.enable_prefix_caching and not one_at_a_time
+
+    def identity(self, one_at_a_time: bool = False) -> str:
         """What of these settings can change an answer: the quantization, the tensor-parallel split (it
-        reorders the sums) and prefix reuse (a reused prefix was computed in another batch)."""
-        return f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}" + (
-            "|prefix_cache" if self.enable_prefix_caching else ""
+        reorders the sums), prefix reuse (a reused prefix was computed in another batch) and reading one
+        sequence at a time (:func:`reads_one_at_a_time`)."""
+        return (
+            f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}"
+            + ("|prefix_cache" if self.prefix_caching(one_at_a_time) else "")
+            + ("|seqs=1" if one_at_a_time else "")
         )
+
+
+def reads_one_at_a_time(cuda: bool) -> bool:
+    """Whether the engine reads one sequence at a time (``max_num_seqs`` 1, no prefix reuse), so that an
+    answer depends on its own prompt alone: on a CPU, in every precision.
+
+    vLLM's CPU build batches prompts continuously, and its GEMMs (oneDNN; AMX or AVX-512 in bf16) round a
+    row differently with the number of rows they are given. SmolLM2-135M on 12 HotpotQA prompts, read all
+    together, one at a time, reversed and odd ones first: in bfloat16 an answer changed; in float32 no token
+    did, but every prompt's log-probabilities differed in the last bits with its company, so a near-tie
+    could flip. One at a time without prefix reuse, tokens and log-probabilities were bit-identical in both.
+    vLLM's own batch-invariant mode (``VLLM_BATCH_INVARIANT=1``) swaps in Triton kernels, which have no CPU
+    backend: the engine dies on the first prompt. The cost is speed: SmolLM2-135M on 2 cores read 12 prompts
+    at 8.1 questions/s batched and 1.5 one at a time in bfloat16 (3.3 and 1.0 in float32)."""
+    return not cuda
 
 
 def vllm_python(configured: str | None = None, cuda: bool = False) -> str:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.backends.vllm_engine import VllmGenerator, VllmSettings, model_files_digest, vllm_python, vllm_version
+from harness.backends.vllm_engine import (
+    VllmGenerator,
+    VllmSettings,
+    model_files_digest,
+    reads_one_at_a_time,
+    vllm_python,
+    vllm_version,
+)
 from harness.read.local import LocalReader, device_field
 
 
@@ -26,11 +33,13 @@ class VllmReader(LocalReader):
 
     @property
     def reader_id(self) -> str:
-        # vLLM schedules prompts into batches of its own (continuous batching), so no batch size here.
+        # vLLM schedules prompts into batches of its own (continuous batching), so no batch size here; where
+        # that would change answers the engine reads one sequence at a time, and the identity says so.
         # The files' digest and vLLM's version are read once per reader, not once per cache key.
         if self._vllm_identity is None:
             self._vllm_identity = (
-                f"files={model_files_digest(self.model_path)}|dtype={self.dtype_name}|{self.vllm.identity}"
+                f"files={model_files_digest(self.model_path)}|dtype={self.dtype_name}"
+                f"|{self.vllm.identity(reads_one_at_a_time(cuda=self.on_cuda))}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
                 f"|vllm={vllm_version(vllm_python(self.vllm.python, cuda=self.on_cuda))}"
                 + device_field(self.device_kind)
