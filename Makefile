@@ -130,7 +130,7 @@ lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ a
 TEST_WORKERS ?= 2
 
 test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
 
 test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the suite without the tests marked slow (still builds the vLLM venv and Chromium the rest need)
 	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.offline_models import ensure_offline_model
+from harness.backends.precision import machine_cpu_kind
 from harness.cache import TextStore
 from harness.read.answers import extract_answer
 from harness.read.base import PromptRequest
@@ -27,9 +28,10 @@ def smollm2_folder() -> Path:
 
 
 def make_reader(
-    folder: Path, cache_dir, batch_size: int, dtype: str = "float32", max_new_tokens: int = 10
+    folder: Path, cache_dir, batch_size: int, dtype: str = "float32", max_new_tokens: int = 10, decoding=None
 ) -> TransformersReader:
     return TransformersReader(
+        decoding=decoding,
         name="smollm2-test",
         pretrained=str(folder),
         offline_model="smollm2",
@@ -90,7 +92,8 @@ def test_cache_is_shared_by_readers_with_the_same_identity(smollm2_folder, promp
 
 
 def test_each_finished_batch_is_cached_before_a_failure(smollm2_folder, prompts, tmp_path):
-    reader = make_reader(smollm2_folder, tmp_path, batch_size=1)
+    # Row decoding hands several rows' worth of prompts to each step; batched generate one batch, here 1 prompt.
+    reader = make_reader(smollm2_folder, tmp_path, batch_size=1, decoding="generate")
     module = reader.module
     real_generate = module.generate
     calls = []
@@ -106,7 +109,7 @@ def test_each_finished_batch_is_cached_before_a_failure(smollm2_folder, prompts,
         reader.answer(prompts)
     assert len(TextStore(tmp_path / "responses.sqlite", table="responses")) == 1
 
-    resumed = make_reader(smollm2_folder, tmp_path, batch_size=1)
+    resumed = make_reader(smollm2_folder, tmp_path, batch_size=1, decoding="generate")
     answers = resumed.answer(prompts)
     assert resumed.generated == 1 and all(answers)
 
@@ -115,9 +118,10 @@ def test_bfloat16_reader_answers_a_batch(smollm2_folder, prompts):
     reader = make_reader(smollm2_folder, None, batch_size=2, dtype="bfloat16", max_new_tokens=8)
     answers = reader.answer(prompts)
     assert len(answers) == 2 and all(isinstance(a, str) and a for a in answers)
-    # bf16 answers depend on the batch they were read in, so the batch size is part of the identity.
-    assert (
-        reader.reader_id == "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8|batch=2"
+    # bf16 row decoding: the decoding width (a matmul shape) and the CPU kind are part of the identity.
+    assert reader.reader_id == (
+        "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8"
+        f"|rows=2|cpu={machine_cpu_kind()}"
     )
 
 

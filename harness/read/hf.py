@@ -17,15 +17,17 @@ PROMPTS_PER_ROW = 4
 
 
 class TransformersReader(LocalReader):
-    """A transformers model behind the response cache. ``decoding``: ``rows`` (greedy, each prompt
-    prefilled alone and decoded in ``batch_size`` rows, so an answer never depends on the prompts read
-    with it) or ``generate`` (the library's batched ``generate`` with left padding: beam search, and
+    """A transformers model behind the response cache. ``decoding`` (unset: by ``num_beams``): ``rows``
+    (greedy, each prompt prefilled alone and decoded in ``batch_size`` rows, so an answer never depends on
+    the prompts read with it) or ``generate`` (the library's batched ``generate`` with left padding: beam search, and
     encoder-decoder models such as Flan-T5). Its id carries no ``backend=`` field (kept as it was, so
     existing caches stay valid)."""
 
     backend = "transformers"
 
-    def __init__(self, name: str, decoding: str = "rows", **settings: Any) -> None:
+    def __init__(self, name: str, decoding: str | None = None, **settings: Any) -> None:
+        # Unset: rows for greedy decoding, the library's generate for beam search.
+        decoding = decoding or ("rows" if int(settings.get("num_beams", 1)) == 1 else "generate")
         if decoding not in DECODINGS:
             raise ValueError(f"reader {name!r}: decoding must be one of {DECODINGS}, got {decoding!r}")
         if decoding == "rows" and int(settings.get("num_beams", 1)) != 1:
