@@ -4,29 +4,15 @@ in the dtype the machine picks."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 from harness.backends.precision import machine_dtype
-from harness.read.base import PromptRequest
 from harness.read.hf import TransformersReader
 from harness.read.llama_cpp import LlamaCppReader
 from harness.read.row_decoding import RowCache
-from tests.conftest import REPO, SHARED_DATA
-
-MODELS = REPO / ".cache" / "models"
-HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
-
-
-def hotpot_requests(n: int) -> list[PromptRequest]:
-    requests = []
-    for ex in json.loads(HOTPOT.read_text())[:n]:
-        gold = {title for title, _ in ex["supporting_facts"]}
-        context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in ex["context"] if t in gold)
-        requests.append(PromptRequest(ex["question"], context))
-    return requests
+from tests.helpers.hotpot import hotpot_prompts
+from tests.test_read_batch_invariance import MODELS, reader
 
 
 @pytest.mark.parametrize("shape", [(896, 4864), (4864, 896), (1536, 8960)])
@@ -91,25 +77,13 @@ def test_the_row_cache_holds_each_rows_keys_right_aligned_through_steps_trims_an
 
 
 def smollm2(dtype: str, decoding: str, batch_size: int, cache_dir, max_new_tokens: int = 12) -> TransformersReader:
-    return TransformersReader(
-        name="smollm2",
-        offline_model="smollm2",
-        pretrained=str(MODELS / "SmolLM2-135M-Instruct"),
-        models_dir=str(MODELS),
-        dtype=dtype,
-        batch_size=batch_size,
-        decoding=decoding,
-        max_new_tokens=max_new_tokens,
-        cache_dir=cache_dir,
-        show_progress=False,
-        torch_threads=1,
-    )
+    return reader(dtype, batch_size, cache_dir=cache_dir, max_new_tokens=max_new_tokens, decoding=decoding)
 
 
 def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
     """In the machine's dtype (float32: tests/test_read_batch_invariance.py)."""
     dtype = machine_dtype()
-    requests = hotpot_requests(6)
+    requests = hotpot_prompts(6)
     rows = smollm2(dtype, "rows", 4, tmp_path / "rows").responses(requests)
     library = smollm2(dtype, "generate", 1, tmp_path / "generate").responses(requests)
     assert rows == library
@@ -139,7 +113,7 @@ def read_in_every_company(make_reader, requests, tmp_path) -> dict[str, list[str
 @pytest.mark.slow
 def test_transformers_answers_never_depend_on_the_prompts_read_with_them(tmp_path):
     """In the dtype the machine picks (bf16 where it has bf16 instructions, where batched generate is not)."""
-    requests = hotpot_requests(12)
+    requests = hotpot_prompts(12)
     reads = read_in_every_company(lambda d: smollm2("auto", "rows", 8, d, max_new_tokens=16), requests, tmp_path)
     together = reads.pop("together")
     assert len(set(together)) > 6  # real, different answers
@@ -161,7 +135,7 @@ def test_llama_cpp_answers_never_depend_on_the_prompts_read_with_them(tmp_path):
             llama_cpp={"n_threads": 1, "n_ctx": 2048},
         )
 
-    requests = hotpot_requests(4)
+    requests = hotpot_prompts(4)
     reads = read_in_every_company(make, requests, tmp_path)
     together = reads.pop("together")
     for company, raws in reads.items():

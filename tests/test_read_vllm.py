@@ -5,7 +5,6 @@ The engine tests never skip: without vLLM's venv they fail, saying how to build 
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Iterator
@@ -30,12 +29,12 @@ from harness.read.base import PromptRequest, Response
 from harness.read.hf import TransformersReader
 from harness.read.local import LocalReader
 from harness.read.vllm import VllmReader
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import REPO
 from tests.helpers.frozen_code import freeze, popen
+from tests.helpers.hotpot import hotpot_prompts
 
 MODELS = REPO / ".cache" / "models"
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct"
-HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
 def smollm2(
@@ -163,16 +162,6 @@ def vllm_venv() -> str:
     if not DEFAULT_VENV_PYTHON.is_file():
         pytest.fail(f"{DEFAULT_VENV_PYTHON} is missing: `make vllm-venv` builds vLLM's CPU venv (make test does)")
     return str(DEFAULT_VENV_PYTHON)
-
-
-def hotpot_prompts(count: int = 20) -> list[PromptRequest]:
-    """The questions with their gold paragraphs (first two sentences each) as context."""
-    prompts = []
-    for example in json.loads(HOTPOT.read_text())[:count]:
-        gold = {title for title, _ in example["supporting_facts"]}
-        context = "\n\n".join(f"{t}: {' '.join(s[:2])}" for t, s in example["context"] if t in gold)
-        prompts.append(PromptRequest(example["question"], context))
-    return prompts
 
 
 # Enough prompts to compare the backends; each costs seconds of float32 prefill on a CPU, in both.

@@ -15,7 +15,8 @@ from harness.backends.precision import machine_dtype
 from harness.backends.vllm_engine import DEFAULT_VENV_PYTHON
 from harness.read.local import LocalReader
 from tests import test_read_vllm
-from tests.test_read_row_decoding import hotpot_requests, read_in_every_company
+from tests.helpers.hotpot import hotpot_prompts
+from tests.test_read_row_decoding import read_in_every_company
 
 
 def smollm2(cache_dir: Path) -> LocalReader:
@@ -38,7 +39,7 @@ def test_the_engine_reads_in_the_machines_dtype_one_sequence_at_a_time(engine):
     assert engine.dtype_name == machine_dtype()
     assert f"|dtype={machine_dtype()}|quant=none|tp=1|seqs=1|decode=greedy|" in engine.reader_id
     generator = engine.module.backend
-    assert generator.generate([engine.render(hotpot_requests(1)[0])])  # starts the engine
+    assert generator.generate([engine.render(hotpot_prompts(1)[0])])  # starts the engine
     print(f"\nvLLM {generator.version} ({machine_dtype()}): engine start {generator.start_seconds:.1f} s")
 
 
@@ -49,7 +50,7 @@ def test_vllm_answers_never_depend_on_the_prompts_read_with_them(engine, tmp_pat
         reader._module = engine.module
         return reader
 
-    requests = hotpot_requests(12)
+    requests = hotpot_prompts(12)
     reads = read_in_every_company(sharing_the_engine, requests, tmp_path)
     together = reads.pop("together")
     assert len(set(together)) > 6  # real, different answers
