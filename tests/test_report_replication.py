@@ -13,6 +13,7 @@ from harness.report.replication import (
     LADDER,
     PACKING,
     PACKING_DATASETS,
+    READER_BUDGETS,
     READER_IRCOT,
     TREES,
     Settings,
@@ -339,6 +340,45 @@ def test_the_validity_verdict_carries_an_mde_read_off_its_interval(tmp_path):
     low, high, mde = map(float, found.groups())
     # (z_0.975 + z_0.8) * (high - low) / (2 * z_0.975), from the printed (rounded) interval
     assert mde == pytest.approx(2.801585 * (high - low) / (2 * 1.959964), abs=0.002)
+
+
+def test_the_default_reader_gets_its_own_validity_verdict_beside_the_strongest_rung(tmp_path):
+    from harness.report.replication.ladder import default_reader
+
+    studies = tmp_path / "studies"
+    readers = ("tiny-135m", default_reader(), "big-7b")
+    frames = [packing_rows(30, p, 160, 42, r) for r in readers for p in ("packed", "submod")]
+    write_sweep(studies / LADDER.directory, frames)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    claims = [x for x in text.splitlines() if x.startswith("| seed 000: answer-in-context explains F1 beyond")]
+    assert [c.split("(")[1].split(")")[0] for c in claims] == ["big-7b", default_reader()]
+    assert f"**Verdict, validity (the default reader, {default_reader()}):" in text
+
+
+def test_packing_table_reads_f1_and_em_beside_the_selection_columns_naming_the_numerics(tmp_path):
+    studies = tmp_path / "studies"
+    selection = [packing_rows(20, p, b, 42, "none") for p in ("packed", "submod") for b in (96, 160)]
+    write_sweep(studies / PACKING.directory, selection)
+    # the reader reads B = 160 only, on every question
+    read = [
+        packing_rows(20, p, 160, 42, "tiny-135m").assign(reader_numerics="transformers/hf/bfloat16/cpu-amx")
+        for p in ("packed", "submod")
+    ]
+    write_sweep(studies / READER_BUDGETS.directory, read)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    assert "F1 and EM: tiny-135m (transformers/hf/bfloat16/cpu-amx) reading the same packers' contexts" in text
+    header = next(x for x in text.splitlines() if x.startswith("| B | packer |"))
+    assert header.endswith("| n read | F1 | EM |")
+    submod_96 = next(x for x in text.splitlines() if x.startswith("| 96 | submodular |"))
+    assert submod_96.endswith("| 0 | – | – |")  # not read at B = 96
+    submod_160 = next(x for x in text.splitlines() if x.startswith("| 160 | submodular |")).split(" | ")
+    em = float(submod_160[-1].split()[0])
+    frame = read[1]
+    assert em == pytest.approx(frame["em"].mean(), abs=0.0005)
+    # the contrasts table carries the reader's F1 and EM: submod is packed + 0.1 on F1 for every question
+    f1_row = next(x for x in text.splitlines() if x.startswith("| synthetic | 160 | F1 |"))
+    assert f1_row.split(" | ")[3].startswith("0.100")
+    assert any(x.startswith("| synthetic | 160 | EM |") for x in text.splitlines())
 
 
 def test_trees_section_with_classification_runs_only_scores_the_classifier(tmp_path):

@@ -22,7 +22,7 @@ from harness.metrics.registry import (
 )
 from harness.report.formatting import fmt_ci, to_markdown
 from harness.report.load import load_runs
-from harness.report.numerics import READER, numerics_note, numerics_splits
+from harness.report.numerics import READER, numerics_note, numerics_of, numerics_splits
 from harness.stats.analyses import matched_pairs
 from harness.stats.bootstrap import clustered_mean_ci
 from harness.stats.power import paired_power
@@ -58,10 +58,13 @@ PACKING = _sweep("replication_packing")
 # The packing contrasts on the other multi-hop samples (MuSiQue, 2WikiMultiHopQA), selection only.
 PACKING_DATASETS = _sweep("replication_packing_datasets")
 READER_BUDGETS = _sweep("replication_reader_budgets")
-# The reader columns at paper-like n: the strongest offline rung on 150 of the 485 IRCoT HotpotQA questions.
+# The reader columns at paper-like n: the strongest offline rung on all 485 IRCoT HotpotQA questions.
 READER_IRCOT = _sweep("replication_reader_ircot")
-# LLMLingua spends seconds compressing each question, so it is read at one budget, in its own directory.
-LLMLINGUA = _sweep("replication_llmlingua", "replication_reader_budgets", "packer=llmlingua", "budget=160")
+# LLMLingua spends seconds compressing each question, so it is read at one budget on 30 questions, in its own
+# directory.
+LLMLINGUA = _sweep(
+    "replication_llmlingua", "replication_reader_budgets", "packer=llmlingua", "budget=160", "dataset.sample_size=30"
+)
 ABLATION = _sweep("packing_ablation")
 LADDER = _sweep("replication_ladder")
 INJECTION_OPEN = _sweep("replication_injection_open")
@@ -295,6 +298,13 @@ def _paper_gap(metric: str) -> float:
 
 def _mean_diff(results: dict[str, dict], name: str) -> float:
     return results[name]["mean_diff"] if name in results else math.nan
+
+
+def read_with(rows: pd.DataFrame) -> str:
+    """How the rows' answers were computed, each reader with its numerics: ``"qwen2.5-coder-0.5b
+    (transformers/hf/bfloat16/cpu-amx)"``; readers joined by commas."""
+    pairs = pd.DataFrame({"reader": rows[READER].astype(str), "numerics": numerics_of(rows)}).drop_duplicates()
+    return ", ".join(f"{r.reader} ({r.numerics})" for r in pairs.sort_values(["reader", "numerics"]).itertuples())
 
 
 def _ordered_packers(rows: pd.DataFrame) -> list[str]:

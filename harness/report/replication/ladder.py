@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from omegaconf import OmegaConf
 from scipy import stats
 
 from harness.metrics.registry import (
@@ -16,6 +17,7 @@ from harness.metrics.registry import (
     F1,
     RECALL_AT_K,
 )
+from harness.report.config_reference import CONF, defaults_list
 from harness.report.formatting import fmt, fmt_ci
 from harness.report.plots import reader_scale
 from harness.report.replication.common import (
@@ -29,6 +31,7 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
+    read_with,
     verdict,
 )
 from harness.report.validity import aic_over_recall
@@ -55,11 +58,10 @@ def ladder_section(settings: Settings) -> Section:
         "Claims: the submodular packer's advantage reaches the reader's answers (F1), and answer-in-context "
         "explains reader accuracy beyond recall@k (incremental R², question-clustered interval).",
         "",
-        f"Setting: {rows['qkey'].nunique()} HotpotQA distractor questions (seed {int(rows['seed'].iloc[0])}), "
-        f"B = {int(rows['budget'].iloc[0])}, {rows['packer'].nunique()} packers, readers {', '.join(readers)} "
-        "(GGUF through llama.cpp, "
-        "greedy). The papers' readers (Qwen2.5 3B-32B) are configs (`reader=qwen2.5_7b` ...) for machines that "
-        "have their weights; this ladder is what loads offline.",
+        f"Setting: {rows['qkey'].nunique()} {', '.join(sorted(rows['dataset'].astype(str).unique()))} questions "
+        f"(seed {int(rows['seed'].iloc[0])}), B = {int(rows['budget'].iloc[0])}, {rows['packer'].nunique()} "
+        f"packers, readers {read_with(rows)}, greedy. The papers' readers (Qwen2.5 3B-32B) are configs "
+        "(`reader=qwen2.5_7b` ...) for machines that have their weights; this ladder is what loads offline.",
     )
     section.command(LADDER.command, "python -m harness.report replicate")
     means, contrasts, validity = [], [], []
@@ -113,25 +115,27 @@ def ladder_section(settings: Settings) -> Section:
     if validity:
         section.add("Validity of answer-in-context (rows: every packer x question of one reader):")
         section.table(pd.DataFrame([{k: v for k, v in r.items() if k != "_iv"} for r in validity]))
-        strongest = validity[-1]
-        iv = strongest["_iv"]
-        # ΔR² has no t-test behind it: its standard error is read off the clustered interval's width.
-        z = stats.norm.ppf(0.5 + settings.confidence / 2)
-        mde = mde_from_standard_error((iv["delta_r2_ci_high"] - iv["delta_r2_ci_low"]) / (2 * z))
-        outcome = verdict(iv["delta_r2_ci_low"], iv["delta_r2_ci_high"], mde=mde)
-        power = f"n = {iv['n_clusters']} questions, MDE {mde:.3f} (standard error from the interval's width)"
+        default = default_reader()
+        judged = [("strongest rung", validity[-1])] + [
+            ("the default reader", v) for v in validity[:-1] if v["reader"] == default
+        ]
+        for role, record in judged:
+            outcome, power = _validity_verdict(record["_iv"], settings)
+            section.add(
+                f"**Verdict, validity ({role}, {record['reader']}): {outcome}** — ΔR² {record['ΔR² [clustered CI]']}; "
+                f"{power}.",
+                "",
+            )
+            section.claim(
+                f"seed 000: answer-in-context explains F1 beyond recall@5 ({record['reader']})",
+                outcome,
+                f"ΔR² {record['ΔR² [clustered CI]']}; {power}",
+            )
         section.add(
-            f"**Verdict, validity (strongest rung, {strongest['reader']}): "
-            f"{outcome}** — ΔR² {strongest['ΔR² [clustered CI]']}; {power}. "
             "Up the ladder r(AiC, F1) goes "
             + " → ".join(v["r(AiC, F1)"] for v in validity)
             + ": the diagnostic is only as valid as the reader is able to use the context.",
             "",
-        )
-        section.claim(
-            f"seed 000: answer-in-context explains F1 beyond recall@5 ({strongest['reader']})",
-            outcome,
-            f"ΔR² {strongest['ΔR² [clustered CI]']}; {power}",
         )
     top = [r for r in contrasts if r["reader"] == readers[-1]]
     if top:
@@ -158,6 +162,21 @@ def ladder_section(settings: Settings) -> Section:
     figure = _ladder_figure(contrasts, readers, settings)
     section.add("", f"![submod contrasts by reader]({settings.relative(figure)})")
     return section
+
+
+def default_reader() -> str:
+    """The ``name`` of the reader the primary config defaults to (conf/config.yaml)."""
+    option, _ = defaults_list((CONF / "config.yaml").read_text(encoding="utf-8"))["reader"]
+    return str(OmegaConf.load(CONF / "reader" / f"{option}.yaml")["name"])
+
+
+def _validity_verdict(iv: dict, settings: Settings) -> tuple[str, str]:
+    """The verdict on ΔR² and its power. ΔR² has no t-test behind it: its standard error is read off the
+    clustered interval's width."""
+    z = stats.norm.ppf(0.5 + settings.confidence / 2)
+    mde = mde_from_standard_error((iv["delta_r2_ci_high"] - iv["delta_r2_ci_low"]) / (2 * z))
+    outcome = verdict(iv["delta_r2_ci_low"], iv["delta_r2_ci_high"], mde=mde)
+    return outcome, f"n = {iv['n_clusters']} questions, MDE {mde:.3f} (standard error from the interval's width)"
 
 
 def _ladder_figure(contrasts: list[dict], readers: list[str], settings: Settings) -> Path:

@@ -15,6 +15,7 @@ from harness.metrics.registry import (
     ALL_GOLD_IN_READER,
     ANSWER_IN_CONTEXT,
     CONTEXT_TOKENS,
+    EM,
     F1,
     GOLD_DOC_COVERAGE,
 )
@@ -36,6 +37,7 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
+    read_with,
     viewer_links,
 )
 from harness.report.viewer.data import variant_label
@@ -102,10 +104,10 @@ def packing_section(settings: Settings) -> Section:
         "that resamples questions, a question's rows from every seed together, so a seed that repeats a row "
         "adds no weight to the interval. "
         + (
-            f"F1: {read['reader'].iloc[0]} (llama.cpp) reading the same packers' contexts on "
-            f"{read['qkey'].nunique()} questions of seed {int(read['seed'].iloc[0])}."
+            f"F1 and EM: {read_with(read)} reading the same packers' contexts on "
+            f"{read['qkey'].nunique()} questions of seed {int(read['seed'].iloc[0])} (n per row in `n read`)."
             if read is not None
-            else "F1: not run yet (`" + READER_BUDGETS.command + "`)."
+            else "F1 and EM: not run yet (`" + READER_BUDGETS.command + "`)."
         ),
     )
     section.command(PACKING.command, READER_BUDGETS.command, LLMLINGUA.command, "python -m harness.report replicate")
@@ -128,7 +130,10 @@ def packing_section(settings: Settings) -> Section:
                     f"{mean:.1f}" if metric == CONTEXT_TOKENS else fmt_ci(mean, low, high)
                 )
             if read is not None:
-                record["F1"] = fmt_ci(*settings.means(scored, [F1])[F1]) if len(scored) else "–"
+                scores = settings.means(scored, READ_METRICS) if len(scored) else {}
+                record["n read"] = len(scored)
+                for metric in READ_METRICS:
+                    record[READ_HEADINGS[metric]] = fmt_ci(*scores[metric]) if scores else "–"
             records.append(record)
     section.table(pd.DataFrame(records))
 
@@ -186,6 +191,9 @@ def packing_section(settings: Settings) -> Section:
 
 
 CONTRAST_METRICS = (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER)
+# The reader-scored columns beside the selection columns.
+READ_METRICS = (F1, EM)
+READ_HEADINGS = {F1: "F1", EM: "EM"}
 
 
 def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: Settings, main: bool) -> list[dict]:
@@ -196,7 +204,7 @@ def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: 
     for budget in sorted(rows["budget"].unique()):
         cells = [(metric, rows[rows["budget"] == budget]) for metric in CONTRAST_METRICS]
         if read is not None and {"submod", "packed"} <= set(read[read["budget"] == budget]["packer"]):
-            cells.append((F1, read[read["budget"] == budget]))
+            cells += [(metric, read[read["budget"] == budget]) for metric in READ_METRICS]
         for metric, frame in cells:
             if not {"submod", "packed"} <= set(frame["packer"]):
                 continue
@@ -206,7 +214,7 @@ def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: 
                 {
                     "dataset": dataset,
                     "B": int(budget),
-                    "metric": "F1" if metric == F1 else PACKING_HEADINGS[metric],
+                    "metric": READ_HEADINGS.get(metric) or PACKING_HEADINGS[metric],
                     "Δ [CI]": _diff(result),
                     "n": result["n_questions"],
                     "SD": f"{result['sd']:.3f}",

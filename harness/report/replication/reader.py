@@ -15,6 +15,7 @@ from harness.report.replication.common import (
     _evidence,
     _ordered_packers,
     _verdict,
+    read_with,
 )
 
 # Reader-scored contrasts of the powered reader study: the paper's comparison, the heuristic it beats, and
@@ -27,15 +28,15 @@ def reader_columns_section(settings: Settings) -> Section:
     rows = settings.load(READER_IRCOT)
     if rows is None:
         return section.missing(READER_IRCOT)
-    reader = ", ".join(sorted(rows["reader"].astype(str).unique()))
+    reader = ", ".join(sorted(rows["reader"].astype(str).unique()))  # names the verdicts
     budget = int(rows["budget"].iloc[0])
     section.add(
         "Claim: what the submodular packer adds to the context shows in the reader's answers (seed 000 reports "
         "F1 beside answer-in-context for every packer).",
         "",
-        f"Setting: {reader} (llama.cpp) reads the contexts of each packer at B = {budget} on "
-        f"{rows['qkey'].nunique()} of the IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}): five "
-        "times the questions of the packing table's F1 column, at one budget.",
+        f"Setting: {read_with(rows)} reads the contexts of each packer at B = {budget} on "
+        f"{rows['qkey'].nunique()} IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}): the strongest "
+        "offline rung, beside the default reader of the packing table's F1 and EM columns.",
     )
     section.command(READER_IRCOT.command, "python -m harness.report replicate")
     metrics = (F1, EM, ANSWER_IN_CONTEXT)
