@@ -379,8 +379,15 @@ def test_packing_table_reads_f1_and_em_beside_the_selection_columns_naming_the_n
     f1_row = next(x for x in text.splitlines() if x.startswith("| synthetic | 160 | F1 |"))
     assert f1_row.split(" | ")[3].startswith("0.100")
     assert any(x.startswith("| synthetic | 160 | EM |") for x in text.splitlines())
-    claim = "| seed 000: submod > naive on reader F1 (B = 160, tiny-135m (transformers/hf/bfloat16/cpu-amx)) |"
+    claim = "| seed 000: submod > naive on F1 (B = 160, read by tiny-135m (transformers/hf/bfloat16/cpu-amx)) |"
     assert next(x for x in text.splitlines() if x.startswith(claim)).split(" | ")[1] == "reproduced"
+    # rebuilding the reader-columns section leaves the packing section's F1 verdict in place
+    out = tmp_path / "replication.md"
+    out.write_text(text)
+    assert (
+        main(["--studies", str(studies), "--out", str(out), "--sections", "reader_columns", "--resamples", "200"]) == 0
+    )
+    assert claim in out.read_text()
 
 
 def test_trees_section_with_classification_runs_only_scores_the_classifier(tmp_path):

@@ -186,7 +186,7 @@ def packing_section(settings: Settings) -> Section:
                 f"{_power(result)}; {read_by}).",
             )
             section.claim(
-                f"seed 000: submod > naive on reader F1 (B = {budget}, {read_by})",
+                f"seed 000: submod > naive on F1 (B = {budget}, read by {read_by})",
                 _verdict(result),
                 _evidence(result),
             )
