@@ -144,7 +144,8 @@ bench: setup  ## run every benchmark script and print its figures
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 # Every study of docs/replication.md, then the document: the reader studies alone took 90 min on 2 AMX cores
-# (bf16 readers; far longer through llama.cpp on a CPU without bf16), the rest minutes with warm caches. A study directory that already holds finished jobs resumes from its journal.
+# (bf16 readers; far longer through llama.cpp on a CPU without bf16), the rest minutes with warm caches.
+# A study directory that already holds finished jobs resumes from its journal.
 studies: setup models-1.5b  ## run every replication study into outputs/studies and regenerate docs/replication.md
 	$(PY) -m harness.report replicate --commands | while read -r command; do echo "== $$command"; $(PY) $${command#python } || exit 1; done
 	$(PY) -m harness.report replicate --out docs/replication.md --force

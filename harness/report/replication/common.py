@@ -18,6 +18,8 @@ from harness.metrics.registry import (
     ANSWER_IN_CONTEXT,
     ANSWER_IN_CONTEXT_GRADED,
     CONTEXT_TOKENS,
+    EM,
+    F1,
     GOLD_DOC_COVERAGE,
 )
 from harness.report.formatting import fmt_ci, to_markdown
@@ -340,3 +342,6 @@ PACKING_HEADINGS = {
     ALL_GOLD_IN_READER: "all gold",
     CONTEXT_TOKENS: "tokens",
 }
+# The reader-scored columns beside the selection columns.
+READ_METRICS = (F1, EM)
+READ_HEADINGS = {F1: "F1", EM: "EM"}

@@ -15,7 +15,6 @@ from harness.metrics.registry import (
     ALL_GOLD_IN_READER,
     ANSWER_IN_CONTEXT,
     CONTEXT_TOKENS,
-    EM,
     F1,
     GOLD_DOC_COVERAGE,
 )
@@ -27,6 +26,8 @@ from harness.report.replication.common import (
     PACKING_DATASETS,
     PACKING_HEADINGS,
     PACKING_METRICS,
+    READ_HEADINGS,
+    READ_METRICS,
     READER_BUDGETS,
     Section,
     Settings,
@@ -205,9 +206,6 @@ def packing_section(settings: Settings) -> Section:
 
 
 CONTRAST_METRICS = (ANSWER_IN_CONTEXT, GOLD_DOC_COVERAGE, ALL_GOLD_IN_READER)
-# The reader-scored columns beside the selection columns.
-READ_METRICS = (F1, EM)
-READ_HEADINGS = {F1: "F1", EM: "EM"}
 
 
 def _packing_contrasts(rows: pd.DataFrame, read: pd.DataFrame | None, settings: Settings, main: bool) -> list[dict]:

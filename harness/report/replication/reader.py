@@ -8,6 +8,8 @@ from harness.metrics.registry import ANSWER_IN_CONTEXT, EM, F1
 from harness.report.formatting import fmt_ci
 from harness.report.replication.common import (
     PACKER_LABELS,
+    PACKING_HEADINGS,
+    READ_HEADINGS,
     READER_IRCOT,
     Section,
     Settings,
@@ -28,7 +30,7 @@ def reader_columns_section(settings: Settings) -> Section:
     rows = settings.load(READER_IRCOT)
     if rows is None:
         return section.missing(READER_IRCOT)
-    reader = ", ".join(sorted(rows["reader"].astype(str).unique()))  # names the verdicts
+    reader = ", ".join(sorted(rows["reader"].astype(str).unique()))
     budget = int(rows["budget"].iloc[0])
     section.add(
         "Claim: what the submodular packer adds to the context shows in the reader's answers (seed 000 reports "
@@ -77,4 +79,4 @@ def reader_columns_section(settings: Settings) -> Section:
     return section
 
 
-HEADINGS = {F1: "F1", EM: "EM", ANSWER_IN_CONTEXT: "AiC"}
+HEADINGS = {**READ_HEADINGS, ANSWER_IN_CONTEXT: PACKING_HEADINGS[ANSWER_IN_CONTEXT]}
