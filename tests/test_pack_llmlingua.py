@@ -92,6 +92,35 @@ def test_llmlingua2_rejects_a_path_without_a_supported_backbone():
         LLMLinguaPacker(max_attempts=0)
 
 
+AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+AVX2 = frozenset({"avx2", "fma"})
+
+
+def test_dtype_auto_is_bf16_only_where_the_cpu_computes_it(monkeypatch, tokens):
+    import harness.pack.llmlingua as module
+
+    monkeypatch.setattr(module, "cpu_flags", lambda: AMX)
+    amx = LLMLinguaPacker(models_dir="/nonexistent")
+    assert amx.model_config["torch_dtype"] == "bfloat16" and amx.numerics == "bfloat16|cpu=amx"
+    # LLMLingua-2 stays float32: llmlingua reads its scores with .numpy()
+    assert LLMLinguaPacker(use_llmlingua2=True).model_config["torch_dtype"] == "float32"
+    with pytest.raises(ValueError, match=r"packer.model_config.torch_dtype=bfloat16 with LLMLingua-2"):
+        LLMLinguaPacker(use_llmlingua2=True, model_config={"torch_dtype": "bfloat16"})
+    explicit = LLMLinguaPacker(models_dir="/nonexistent", model_config={"torch_dtype": "float32"})
+    assert explicit.numerics == "float32|cpu"
+
+    monkeypatch.setattr(module, "cpu_flags", lambda: AVX2)
+    avx2 = LLMLinguaPacker(models_dir="/nonexistent")
+    assert avx2.model_config["torch_dtype"] == "float32" and avx2.numerics == "float32|cpu"
+    with pytest.raises(ValueError, match=r"torch_dtype=bf16 on a avx2 CPU without bf16 instructions"):
+        LLMLinguaPacker(model_config={"torch_dtype": "bf16"})
+
+    # float32 is float32 on any CPU: one key; bf16 compressions are kept apart from float32 ones
+    request, contexts = make_request(tokens, 40), ["a", "b"]
+    assert avx2.compression_key(request, contexts) == explicit.compression_key(request, contexts)
+    assert amx.compression_key(request, contexts) != explicit.compression_key(request, contexts)
+
+
 def test_text_that_fits_passes_through_without_a_model(tokens):
     request = make_request(tokens, budget=1000)
     packer = LLMLinguaPacker(models_dir="/nonexistent")  # would fail if it tried to load the LM
@@ -132,7 +161,7 @@ def test_llmlingua2_path_runs_offline_within_budget(tokens, tiny_llmlingua2_mode
     # one compressor per process and model
     again = LLMLinguaPacker(name="other", use_llmlingua2=True, model_name=tiny_llmlingua2_model)
     assert again.compressor() is packer.compressor()
-    assert load_prompt_compressor(tiny_llmlingua2_model, True) is packer.compressor()
+    assert load_prompt_compressor(tiny_llmlingua2_model, True, "cpu", packer.model_config) is packer.compressor()
 
 
 # ---- LLMLingua-1 with the packaged small LM ------------------------------------------------------

@@ -182,6 +182,7 @@ PACK_KEYS = {
     "llmlingua": {
         "method",
         "model",
+        "numerics",
         "original_tokens",
         "target_tokens",
         "compressed",
@@ -215,7 +216,7 @@ def check_packer_facts(packer: str, row: pd.Series) -> None:
     if packer == "packed":
         assert row["pack.misfit"] == "truncate_last" and row["pack.fragment_tokens"] >= 0
     if packer == "llmlingua":
-        assert row["pack.method"] == "llmlingua-2"
+        assert row["pack.method"] == "llmlingua-2" and row["pack.numerics"] == "float32|cpu"
         assert row["pack.original_tokens"] > BUDGET and bool(row["pack.compressed"])  # the demo never fits 96
         assert row["pack.compressed_tokens"] == row["context_tokens"] <= BUDGET
         assert row["pack.compression_ratio"] == pytest.approx(
