@@ -355,6 +355,27 @@ def test_the_default_reader_gets_its_own_validity_verdict_beside_the_strongest_r
     assert f"**Verdict, validity (the default reader, {default_reader()}):" in text
 
 
+def test_the_strongest_rungs_submod_naive_f1_is_claimed_once(tmp_path):
+    """The reader-columns study and the ladder read the same answers of the strongest rung at B = 160: the
+    verdict table states submod − naive on F1 for it once, and the ladder keeps its other contrasts."""
+    studies = tmp_path / "studies"
+    packers = ("packed", "focused", "submod")
+    write_sweep(
+        studies / LADDER.directory, [packing_rows(30, p, 160, 42, r) for r in ("tiny-135m", "big-7b") for p in packers]
+    )
+
+    def claims() -> list[str]:
+        lines = render(Settings(studies, tmp_path / "r.md", 300)).splitlines()
+        return [x.split(" | ")[0] for x in lines if " on F1 (" in x or " on reader F1 (" in x]
+
+    assert "| seed 000: submod − packed > 0 on F1 (big-7b)" in claims()
+    write_sweep(studies / READER_IRCOT.directory, [packing_rows(30, p, 160, 42, "big-7b") for p in packers])
+    found = claims()
+    assert "| seed 000: submod − packed > 0 on F1 (big-7b)" not in found
+    assert "| seed 000: submod > naive on reader F1 (B = 160, big-7b)" in found
+    assert "| seed 000: submod − focused > 0 on F1 (big-7b)" in found
+
+
 def test_packing_table_reads_f1_and_em_beside_the_selection_columns_naming_the_numerics(tmp_path):
     studies = tmp_path / "studies"
     selection = [packing_rows(20, p, b, 42, "none") for p in ("packed", "submod") for b in (96, 160)]
