@@ -11,6 +11,7 @@ from harness.report.load import normalise_rows
 from harness.report.replication import (
     INJECTION_OPEN,
     LADDER,
+    LLMLINGUA,
     PACKING,
     PACKING_DATASETS,
     READER_BUDGETS,
@@ -374,6 +375,22 @@ def test_the_strongest_rungs_submod_naive_f1_is_claimed_once(tmp_path):
     assert "| seed 000: submod − packed > 0 on F1 (big-7b)" not in found
     assert "| seed 000: submod > naive on reader F1 (B = 160, big-7b)" in found
     assert "| seed 000: submod − focused > 0 on F1 (big-7b)" in found
+
+
+def test_the_llmlingua_row_comes_from_its_own_study_and_names_its_compressor(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / PACKING.directory, [packing_rows(20, p, 160, 42, "none") for p in ("packed", "submod")])
+    write_sweep(
+        studies / READER_BUDGETS.directory, [packing_rows(20, p, 160, 42, "tiny-135m") for p in ("packed", "submod")]
+    )
+    compressed = packing_rows(20, "llmlingua", 160, 42, "tiny-135m").assign(
+        **{"pack.method": "llmlingua-1", "pack.model": "offline:smollm2", "pack.numerics": "bfloat16|cpu=amx"}
+    )
+    write_sweep(studies / LLMLINGUA.directory, [compressed])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    assert "LLMLingua: LongLLMLingua's question-aware compression over offline:smollm2 in bfloat16|cpu=amx." in text
+    row = next(x for x in text.splitlines() if x.startswith("| 160 | LLMLingua |")).split(" | ")
+    assert row[2].startswith("20 rows") and row[-3] == "20"  # its selection columns from its own rows, all read
 
 
 def test_packing_table_reads_f1_and_em_beside_the_selection_columns_naming_the_numerics(tmp_path):

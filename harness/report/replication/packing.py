@@ -81,6 +81,22 @@ def row_count(rows: pd.DataFrame, metrics: list[str] | tuple[str, ...]) -> str:
     return label + ("; the seeds repeat the same sample)" if seeds_repeat(rows, metrics) else ")")
 
 
+COMPRESSION_METHODS = {"llmlingua-1": "LongLLMLingua's question-aware compression", "llmlingua-2": "LLMLingua-2"}
+
+
+def compressed_with(read: pd.DataFrame | None) -> str:
+    """How the LLMLingua rows were compressed: method, language model and its numerics, as the rows say."""
+    if read is None or "pack.method" not in read.columns:
+        return ""
+    cell = read[read["packer"] == "llmlingua"]
+    columns = [c for c in ("pack.method", "pack.model", "pack.numerics") if c in cell.columns]
+    ways = [
+        f"{COMPRESSION_METHODS.get(method, method)} over {model}" + (f" in {rest[0]}" if rest else "")
+        for method, model, *rest in cell[columns].astype(str).drop_duplicates().itertuples(index=False)
+    ]
+    return f" LLMLingua: {'; '.join(ways)}." if ways else ""
+
+
 def packing_section(settings: Settings) -> Section:
     section = Section("Seed 000: budgeted packing (Table 5)")
     rows = settings.load(PACKING)
@@ -108,6 +124,7 @@ def packing_section(settings: Settings) -> Section:
         + (
             f"F1 and EM: {read_by} reading the same packers' contexts on "
             f"{read['qkey'].nunique()} questions of seed {int(read['seed'].iloc[0])} (n per row in `n read`)."
+            + compressed_with(read)
             if read is not None
             else "F1 and EM: not run yet (`" + READER_BUDGETS.command + "`)."
         ),
