@@ -62,7 +62,7 @@ def test_the_reader_identity_holds_the_chosen_dtype(machine):
         ids[name] = reader.reader_id
     assert "|dtype=float32|" in ids["avx2"] and "batch=" not in ids["avx2"] and "rows=" not in ids["avx2"]
     # bf16 row decoding: the decoding width (a matmul shape) and the CPU kind (its kernels) join the id.
-    assert "|dtype=bfloat16|" in ids["amx"] and ids["amx"].endswith("|rows=8|cpu=amx")
+    assert "|dtype=bfloat16|" in ids["amx"] and "|rows=8|cpu=amx|threads=" in ids["amx"]
     explicit = TransformersReader(name="r", offline_model="smollm2", dtype="float32", batch_size=8).reader_id
     assert explicit == ids["avx2"]  # auto on an AVX2 machine shares float32's cache entries
 

@@ -195,3 +195,20 @@ def test_seeds_that_draw_the_same_pools_pack_once_unless_the_packer_draws_random
     prepared(7)
     assert calls[-n:] == [7] * n  # keyed by its seed: packed afresh
     reuse.clear()
+
+
+def test_a_packer_failing_on_one_question_names_it(tmp_path, monkeypatch):
+    pipeline = Pipeline(compose_cfg(["logger=none", f"paths.cache_dir={tmp_path}", "budget=96"]))
+    examples = pipeline.load()
+    pack = pipeline.packer.pack
+
+    def fails_on_the_third(request):
+        if request.question == examples[2].question:
+            raise IndexError("the library's own failure")
+        return pack(request)
+
+    monkeypatch.setattr(pipeline.packer, "pack", fails_on_the_third)
+    with pytest.raises(IndexError, match="the library's own failure") as raised:
+        pipeline.prepare(examples)
+    note = f"packing question {examples[2].question_id!r} with {pipeline.packer.name!r} at B = 96"
+    assert raised.value.__notes__ == [note]

@@ -9,7 +9,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from harness.backends.precision import machine_dtype
+from harness.backends.precision import machine_cpu_kind, machine_dtype
 from harness.read.base import PromptRequest
 from harness.read.hf import TransformersReader
 from tests.conftest import REPO, SHARED_DATA
@@ -36,16 +36,28 @@ def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max
 
 
 def test_row_decoding_ids_name_the_width_and_cpu_kind_in_half_precision_only():
-    from harness.backends.precision import machine_cpu_kind
-
     rows = reader("bfloat16", 8, decoding="rows").reader_id
-    assert rows.endswith(f"|rows=8|cpu={machine_cpu_kind()}")
+    assert rows.endswith(f"|rows=8|cpu={machine_cpu_kind()}|threads=1")
     assert rows != reader("bfloat16", 4, decoding="rows").reader_id  # the width is a matmul shape
     assert rows != reader("bfloat16", 8).reader_id  # never an entry of batched generate
     assert "rows=" not in reader("bfloat16", 1).reader_id  # generate at batch 1 keeps its old id
     # float32: one id for both decodings and every width, as float32 answers are the same (checked below).
     ids = {reader("float32", b, decoding=d).reader_id for b in (1, 8) for d in ("rows", "generate")}
     assert len(ids) == 1
+
+
+def test_reduced_precision_on_a_cpu_keys_and_names_the_thread_count():
+    def with_threads(dtype, threads):
+        return TransformersReader(name="smollm2", offline_model="smollm2", dtype=dtype, torch_threads=threads)
+
+    one, two = with_threads("bfloat16", 1), with_threads("bfloat16", 2)
+    assert one.reader_id.endswith("|threads=1") and two.reader_id.endswith("|threads=2")
+    assert one.cache_key(PromptRequest("p", "")) != two.cache_key(PromptRequest("p", ""))
+    assert one.numerics_label.endswith("/bfloat16/cpu-" + machine_cpu_kind() + "-1threads")
+    assert two.numerics_label != one.numerics_label  # a report splits rows read at other thread counts
+    # float32: the thread count changes no answer, so neither the id nor the numerics name it.
+    assert with_threads("float32", 1).reader_id == with_threads("float32", 2).reader_id
+    assert "threads" not in with_threads("float32", 2).reader_id + with_threads("float32", 2).numerics_label
 
 
 def test_beam_search_needs_the_librarys_generate():
@@ -55,10 +67,10 @@ def test_beam_search_needs_the_librarys_generate():
 
 def test_half_precision_puts_the_batch_size_into_the_reader_id():
     assert reader("bfloat16", 8).reader_id != reader("bfloat16", 4).reader_id
-    assert reader("bfloat16", 8).reader_id.endswith("|batch=8")
-    assert reader("float16", 2).reader_id.endswith("|batch=2")
+    assert reader("bfloat16", 8).reader_id.endswith("|batch=8|threads=1")
+    assert reader("float16", 2).reader_id.endswith("|batch=2|threads=1")
     assert reader("auto", 4).reader_id == reader(machine_dtype(), 4).reader_id  # auto is the machine's choice
-    assert reader("float32", 4, quantization="nf4").reader_id.endswith("|batch=4")
+    assert reader("float32", 4, quantization="nf4").reader_id.endswith("|batch=4|threads=1")
     # Batch size 1 is one batch composition whatever the precision: the id is the one it always was.
     assert "batch=" not in reader("bfloat16", 1).reader_id
 

@@ -118,10 +118,10 @@ def test_bfloat16_reader_answers_a_batch(smollm2_folder, prompts):
     reader = make_reader(smollm2_folder, None, batch_size=2, dtype="bfloat16", max_new_tokens=8)
     answers = reader.answer(prompts)
     assert len(answers) == 2 and all(isinstance(a, str) and a for a in answers)
-    # bf16 row decoding: the decoding width (a matmul shape) and the CPU kind are part of the identity.
+    # bf16 row decoding: the decoding width (a matmul shape), the CPU kind and the threads are part of the identity.
     assert reader.reader_id == (
         "offline:smollm2|dtype=bfloat16|quant=none|decode=greedy|beams=1|max_new_tokens=8"
-        f"|rows=2|cpu={machine_cpu_kind()}"
+        f"|rows=2|cpu={machine_cpu_kind()}|threads={reader.threads}"
     )
 
 

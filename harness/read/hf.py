@@ -48,8 +48,30 @@ class TransformersReader(LocalReader):
             f"{self.model_id}|dtype={self.dtype_name}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + self.batch_field
+            + self.threads_field
             + device_field(self.device_kind)
         )
+
+    @property
+    def threads(self) -> int:
+        """The torch threads that read: ``torch_threads``, else this job's share of the CPUs."""
+        return resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)")
+
+    @property
+    def threads_field(self) -> str:
+        """What of the thread count changes an answer. On a CPU in reduced precision the matmul kernels
+        (oneDNN: AMX or AVX-512) split their sums by thread, so a prompt read at 1 and at 2 threads can get
+        another bf16 answer (3 of 24 HotpotQA answers of Qwen2.5-Coder-0.5B, row decoding, AMX): the count
+        is keyed (``threads=``) and named in the numerics, like the batch. float32 rounds the difference away
+        (24 of 24 equal), and a GPU's kernels do not split by CPU thread."""
+        return "" if self.full_precision or self.on_cuda else f"|threads={self.threads}"
+
+    @property
+    def numerics(self) -> dict[str, str]:
+        numerics = super().numerics
+        if self.threads_field:
+            numerics["device"] += f"-{self.threads}threads"
+        return numerics
 
     @property
     def batch_field(self) -> str:
@@ -90,7 +112,7 @@ class TransformersReader(LocalReader):
             num_beams=self.num_beams,
             add_special_tokens=self.add_special_tokens,
             placed=self.spec.placed,
-            torch_threads=resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)"),
+            torch_threads=self.threads,
             loader=self.spec.load if per_process else None,
             decode_width=self.batch_size if self.decoding == "rows" else None,
         )

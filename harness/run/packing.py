@@ -89,7 +89,11 @@ def pack_selections(
             seed=seed,
         )
         with threadpools.limit(limits=1):
-            contexts.append(packer.pack(request))
+            try:
+                contexts.append(packer.pack(request))
+            except Exception as error:  # a packer's library failing on one question: say which one
+                error.add_note(f"packing question {pool.example.question_id!r} with {packer.name!r} at B = {budget}")
+                raise
 
     # Contexts and prompts are counted in one tokenizer call each, not one per question.
     texts = [render_context(context.snippets) for context in contexts]
