@@ -80,6 +80,16 @@ def test_identity_holds_what_changes_an_answer():
     assert VllmSettings().identity(one_at_a_time=True) == "quant=none|tp=1|seqs=1"
 
 
+def test_reduced_precision_on_a_cpu_names_the_engines_thread_count():
+    def engine(dtype, threads):
+        return VllmReader(name="q", offline_model="smollm2", dtype=dtype, vllm={"cpu_threads": threads})
+
+    one, two = engine("bfloat16", 1), engine("bfloat16", 2)
+    assert (one.keyed_threads, two.keyed_threads, one.threads_field) == (1, 2, "|threads=1")
+    assert one.numerics_label.startswith("vllm/hf/bfloat16/cpu-") and one.numerics_label.endswith("-1threads")
+    assert engine("float32", 2).keyed_threads is None and "threads" not in engine("float32", 2).numerics_label
+
+
 def test_on_a_cpu_the_engine_reads_one_sequence_at_a_time_without_prefix_reuse():
     cpu = VllmGenerator("m", None, 24, "bfloat16")._engine_args()
     assert cpu["max_num_seqs"] == 1 and cpu["enable_prefix_caching"] is False

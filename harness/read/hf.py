@@ -58,20 +58,8 @@ class TransformersReader(LocalReader):
         return resolve_threads(self.torch_threads, f"reader {self.name!r} (torch)")
 
     @property
-    def threads_field(self) -> str:
-        """What of the thread count changes an answer. On a CPU in reduced precision the matmul kernels
-        (oneDNN: AMX or AVX-512) split their sums by thread, so a prompt read at 1 and at 2 threads can get
-        another bf16 answer (3 of 24 HotpotQA answers of Qwen2.5-Coder-0.5B, row decoding, AMX): the count
-        is keyed (``threads=``) and named in the numerics, like the batch. float32 rounds the difference away
-        (24 of 24 equal), and a GPU's kernels do not split by CPU thread."""
-        return "" if self.full_precision or self.on_cuda else f"|threads={self.threads}"
-
-    @property
-    def numerics(self) -> dict[str, str]:
-        numerics = super().numerics
-        if self.threads_field:
-            numerics["device"] += f"-{self.threads}threads"
-        return numerics
+    def keyed_threads(self) -> int | None:
+        return None if self.full_precision or self.on_cuda else self.threads
 
     @property
     def batch_field(self) -> str:

@@ -206,7 +206,23 @@ class LocalReader(Reader):
     @property
     def numerics(self) -> dict[str, str]:
         device = self.device_kind if self.on_cuda else f"cpu-{machine_cpu_kind()}"
+        if self.keyed_threads is not None:
+            device += f"-{self.keyed_threads}threads"
         return {"backend": self.backend, "weights": self.weights_format, "dtype": self.dtype_name, "device": device}
+
+    @property
+    def keyed_threads(self) -> int | None:
+        """The CPU threads an answer depends on, or None where it depends on none. On a CPU in reduced
+        precision the matmul kernels (oneDNN: AMX or AVX-512) split their sums by thread, so the same prompt
+        read at 1 and at 2 threads can get another bf16 answer (Qwen2.5-Coder-0.5B, 24 HotpotQA prompts, AMX:
+        3 differ through transformers with row decoding, 2 through vLLM's CPU build); float32 rounds the
+        difference away (0 of 24 for either), and a GPU's kernels do not split by CPU thread. Where it
+        matters the count is keyed (``threads=``) and named in the numerics, like the batch."""
+        return None
+
+    @property
+    def threads_field(self) -> str:
+        return "" if self.keyed_threads is None else f"|threads={self.keyed_threads}"
 
     @property
     def dtype_name(self) -> str:

@@ -13,6 +13,7 @@ from harness.backends.vllm_engine import (
     vllm_python,
     vllm_version,
 )
+from harness.core.threads import resolve_threads
 from harness.read.local import LocalReader, device_field
 
 
@@ -42,9 +43,17 @@ class VllmReader(LocalReader):
                 f"|{self.vllm.identity(reads_one_at_a_time(cuda=self.on_cuda))}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
                 f"|vllm={vllm_version(vllm_python(self.vllm.python, cuda=self.on_cuda))}"
+                + self.threads_field
                 + device_field(self.device_kind)
             )
         return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
+
+    @property
+    def keyed_threads(self) -> int | None:
+        full_precision = self.dtype_name == "float32" and self.vllm.quantization is None
+        if full_precision or self.on_cuda:
+            return None
+        return resolve_threads(self.vllm.cpu_threads, "vLLM (CPU build)")
 
     def build_module(self):
         generator = VllmGenerator(
