@@ -27,7 +27,7 @@ from harness.backends.vllm_engine import (
 )
 from harness.read.base import PromptRequest, Response
 from harness.read.hf import TransformersReader
-from harness.read.local import LocalReader
+from harness.read.local import LocalReader, threads_field
 from harness.read.vllm import VllmReader
 from tests.conftest import REPO
 from tests.helpers.frozen_code import freeze, popen
@@ -85,7 +85,7 @@ def test_reduced_precision_on_a_cpu_names_the_engines_thread_count():
         return VllmReader(name="q", offline_model="smollm2", dtype=dtype, vllm={"cpu_threads": threads})
 
     one, two = engine("bfloat16", 1), engine("bfloat16", 2)
-    assert (one.keyed_threads, two.keyed_threads, one.threads_field) == (1, 2, "|threads=1")
+    assert (one.keyed_threads, two.keyed_threads, threads_field(one.keyed_threads)) == (1, 2, "|threads=1")
     assert one.numerics_label.startswith("vllm/hf/bfloat16/cpu-") and one.numerics_label.endswith("-1threads")
     assert engine("float32", 2).keyed_threads is None and "threads" not in engine("float32", 2).numerics_label
 

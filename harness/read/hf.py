@@ -8,7 +8,7 @@ from typing import Any
 from harness.backends.loading import resolve_dtype
 from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import resolve_threads
-from harness.read.local import LocalReader, device_field
+from harness.read.local import LocalReader, device_field, threads_field
 
 DECODINGS = ("rows", "generate")
 # Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
@@ -48,7 +48,7 @@ class TransformersReader(LocalReader):
             f"{self.model_id}|dtype={self.dtype_name}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + self.batch_field
-            + self.threads_field
+            + threads_field(self.keyed_threads)
             + device_field(self.device_kind)
         )
 

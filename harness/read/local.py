@@ -100,6 +100,22 @@ def device_field(kind: str) -> str:
     return "" if kind == "cpu" else f"|device={kind}"
 
 
+def threads_field(threads: int | None) -> str:
+    """The reader identity's thread field for :attr:`LocalReader.keyed_threads`. On a CPU in reduced precision
+    the matmul kernels (oneDNN: AMX or AVX-512) split their sums by thread, so the same prompt read at 1 and at
+    2 threads can get another bf16 answer (Qwen2.5-Coder-0.5B, 24 HotpotQA prompts, AMX: 3 differ through
+    transformers with row decoding, 2 through vLLM's CPU build); float32 rounds the difference away (0 of 24
+    for either), and a GPU's kernels do not split by CPU thread. Where it matters the count is keyed
+    (``threads=``) and named in the numerics, like the batch."""
+    return "" if threads is None else f"|threads={threads}"
+
+
+def _check_counts(name: str, **counts: int) -> None:
+    for key, value in counts.items():
+        if value < 1:
+            raise ValueError(f"reader {name!r}: {key} must be >= 1, got {value}")
+
+
 def _cached_response(key: str, entry: Any) -> Response:
     """A cache entry as ``{"answer", "raw"}``, the answer extracted afresh from the raw generation, so
     entries written under older extraction rules read as if generated now."""
@@ -137,14 +153,8 @@ class LocalReader(Reader):
     ) -> None:
         spec = ModelSpec.from_config(model, owner=f"reader {name!r}")
         self.check_weights(spec, name)
-        if batch_size < 1:
-            raise ValueError(f"reader {name!r}: batch_size must be >= 1, got {batch_size}")
-        if max_new_tokens < 1:
-            raise ValueError(f"reader {name!r}: max_new_tokens must be >= 1, got {max_new_tokens}")
-        if num_beams < 1:
-            raise ValueError(f"reader {name!r}: num_beams must be >= 1, got {num_beams}")
-        if torch_threads is not None and torch_threads < 1:
-            raise ValueError(f"reader {name!r}: torch_threads must be >= 1 or null, got {torch_threads}")
+        _check_counts(name, batch_size=batch_size, max_new_tokens=max_new_tokens, num_beams=num_beams)
+        _check_counts(name, torch_threads=1 if torch_threads is None else torch_threads)  # None: the job's share
         trainer = dict(DEFAULT_TRAINER, **dict(trainer or {}))
         unknown = set(trainer) - TRAINER_KEYS
         if unknown:
@@ -205,24 +215,14 @@ class LocalReader(Reader):
 
     @property
     def numerics(self) -> dict[str, str]:
-        device = self.device_kind if self.on_cuda else f"cpu-{machine_cpu_kind()}"
-        if self.keyed_threads is not None:
-            device += f"-{self.keyed_threads}threads"
+        threads = "" if self.keyed_threads is None else f"-{self.keyed_threads}threads"
+        device = self.device_kind if self.on_cuda else f"cpu-{machine_cpu_kind()}{threads}"
         return {"backend": self.backend, "weights": self.weights_format, "dtype": self.dtype_name, "device": device}
 
     @property
     def keyed_threads(self) -> int | None:
-        """The CPU threads an answer depends on, or None where it depends on none. On a CPU in reduced
-        precision the matmul kernels (oneDNN: AMX or AVX-512) split their sums by thread, so the same prompt
-        read at 1 and at 2 threads can get another bf16 answer (Qwen2.5-Coder-0.5B, 24 HotpotQA prompts, AMX:
-        3 differ through transformers with row decoding, 2 through vLLM's CPU build); float32 rounds the
-        difference away (0 of 24 for either), and a GPU's kernels do not split by CPU thread. Where it
-        matters the count is keyed (``threads=``) and named in the numerics, like the batch."""
+        """The CPU threads an answer depends on (:func:`threads_field`), or None where it depends on none."""
         return None
-
-    @property
-    def threads_field(self) -> str:
-        return "" if self.keyed_threads is None else f"|threads={self.keyed_threads}"
 
     @property
     def dtype_name(self) -> str:

@@ -14,7 +14,7 @@ from harness.backends.vllm_engine import (
     vllm_version,
 )
 from harness.core.threads import resolve_threads
-from harness.read.local import LocalReader, device_field
+from harness.read.local import LocalReader, device_field, threads_field
 
 
 class VllmReader(LocalReader):
@@ -43,7 +43,7 @@ class VllmReader(LocalReader):
                 f"|{self.vllm.identity(reads_one_at_a_time(cuda=self.on_cuda))}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
                 f"|vllm={vllm_version(vllm_python(self.vllm.python, cuda=self.on_cuda))}"
-                + self.threads_field
+                + threads_field(self.keyed_threads)
                 + device_field(self.device_kind)
             )
         return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
