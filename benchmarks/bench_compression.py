@@ -107,8 +107,9 @@ def main() -> None:
     )
     print(header + "\n|---|---|---|---|---|---|---|")
     for f in figures:
+        numerics = f["numerics"].replace("|", "\\|")  # its own bar, escaped in the table
         print(
-            f"| {f['dtype']} | {f['numerics']} | {f['load_and_first_s']} | {f['s_per_question']} | {f['mean_tokens']} "
+            f"| {f['dtype']} | {numerics} | {f['load_and_first_s']} | {f['s_per_question']} | {f['mean_tokens']} "
             f"| {f['untruncated']}/{f['timed']} | {f['same_as_first']}/{f['timed']} |"
         )
     if len(figures) > 1:
