@@ -2,7 +2,11 @@
 
 ``ModelSpec`` holds the settings that say which weights to load and how; the reader and the tree's local
 chat LM build it from the same config keys (``pretrained``, ``offline_model``, ``models_dir``, ``dtype``,
-``quantization``, ``device_map``, ``trust_remote_code``).
+``quantization``, ``device_map``, ``trust_remote_code``, ``kernels``).
+
+Hub kernels stay off unless ``kernels: true`` asks for them: transformers 5.2x turns them on when a load does not
+say, and then fetches compiled kernels (``kernels-community/...``) from the hub, which an offline node cannot do
+(an NF4 or ``device_map`` load on CUDA failed on the missing rotary kernel), and which change the arithmetic.
 """
 
 from __future__ import annotations
@@ -141,6 +145,7 @@ def load_reader(
     trust_remote_code: bool = False,
     offline_model: str | None = None,
     models_dir: str | Path = DEFAULT_MODELS_DIR,
+    kernels: bool = False,
 ):
     """(model, tokenizer) in eval mode: a causal LM, or a seq2seq LM when the config is encoder-decoder."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -149,7 +154,7 @@ def load_reader(
     torch_dtype = resolve_dtype(dtype)
     seq2seq = is_encoder_decoder(path, trust_remote_code)
     model_class = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
-    kwargs = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
+    kwargs = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code, "use_kernels": bool(kernels)}
     quant = quantization_config(quantization, torch_dtype)
     if quant is not None:
         kwargs["quantization_config"] = quant
@@ -157,12 +162,13 @@ def load_reader(
     if placement is not None:
         kwargs["device_map"] = placement
     log.info(
-        "loading reader %s (%s, dtype=%s, quantization=%s, device_map=%s)",
+        "loading reader %s (%s, dtype=%s, quantization=%s, device_map=%s, hub kernels=%s)",
         path,
         model_class.__name__,
         dtype,
         quantization,
         placement,
+        "on" if kernels else "off",
     )
     model = model_class.from_pretrained(path, **kwargs)
     model.eval()
@@ -182,6 +188,7 @@ class ModelSpec:
     quantization: str | None = None
     device_map: str | dict | None = None
     trust_remote_code: bool = False
+    kernels: bool = False  # hub kernels (transformers' use_kernels); they change the arithmetic, so keyed
 
     def __post_init__(self) -> None:
         # Config values arrive as DictConfig nodes and paths; the identities below need plain strings.
@@ -191,6 +198,8 @@ class ModelSpec:
         if self.offline_model is not None:
             offline_model_spec(self.offline_model)  # an unknown name fails now, not at first use
         resolve_dtype(self.dtype)
+        if not isinstance(self.kernels, bool):
+            raise ValueError(f"kernels must be true or false, got {self.kernels!r}")
         if self.quantization not in QUANTIZATIONS:
             raise ValueError(f"unknown quantization {self.quantization!r}; choose one of {QUANTIZATIONS}")
 
@@ -232,6 +241,7 @@ class ModelSpec:
             trust_remote_code=self.trust_remote_code,
             offline_model=self.offline_model,
             models_dir=self.models_dir,
+            kernels=self.kernels,
         )
 
     def load_tokenizer(self):

@@ -9,6 +9,7 @@ from harness.backends.loading import resolve_dtype
 from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import resolve_threads
 from harness.read.local import LocalReader, device_field, threads_field
+from harness.read.row_decoding import row_attention_field
 
 DECODINGS = ("rows", "generate")
 # Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
@@ -47,6 +48,7 @@ class TransformersReader(LocalReader):
         return (
             f"{self.model_id}|dtype={self.dtype_name}|quant={self.spec.quantization or 'none'}"
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
+            + ("|kernels=hub" if self.spec.kernels else "")
             + self.batch_field
             + threads_field(self.keyed_threads)
             + device_field(self.device_kind)
@@ -68,12 +70,16 @@ class TransformersReader(LocalReader):
         equal ``generate``'s at batch 1. In bf16 padding moves them by up to ~0.8 (8 of 50 changed), so
         ``generate`` at a batch size above 1 is keyed by it (``batch=``); the row decoder is independent of
         the company but computes its decoding steps ``batch_size`` rows wide, a matmul shape whose rounding
-        is the kernel's (``rows=``), and the kernel is the CPU's (``cpu=``: AMX and AVX-512 round differently)."""
+        is the kernel's (``rows=``), and the kernel is the CPU's (``cpu=``: AMX and AVX-512 round differently).
+        On CUDA the decoding steps attend through the Triton kernel (``attn=``), whose sums differ from the
+        library's per-row calls that GPU answers were read with before."""
         if self.full_precision:
             return ""
         if self.decoding == "generate":
             return "" if self.batch_size == 1 else f"|batch={self.batch_size}"
-        return f"|rows={self.batch_size}" + ("" if self.on_cuda else f"|cpu={machine_cpu_kind()}")
+        if not self.on_cuda:
+            return f"|rows={self.batch_size}|cpu={machine_cpu_kind()}"
+        return f"|rows={self.batch_size}" + row_attention_field(self.device_kind)
 
     @property
     def batch_invariant(self) -> bool:

@@ -193,6 +193,8 @@ class LocalReader(Reader):
         backend = getattr(cls, "backend", cls.__name__)
         if num_beams != 1:
             raise ValueError(f"reader {name!r}: the {backend} backend decodes greedily; num_beams must be 1")
+        if spec.kernels:
+            raise ValueError(f"reader {name!r}: kernels=true (transformers' hub kernels) is a transformers setting")
         if spec.quantization is not None:
             raise ValueError(
                 f"reader {name!r}: quantization={spec.quantization!r} is a bitsandbytes setting of the "

@@ -10,6 +10,9 @@ checks it on the machine it runs on), and attention runs per row over that row's
 padding of the shared key cache never enters a sum. Rows free up as their answers end and take the next
 prompt (continuous batching), and idle rows carry a dummy token, keeping ``M`` fixed to the end.
 
+On CUDA a decoding step's attention is one Triton kernel call per layer (``harness.read.row_kernel``), whose sums
+are fixed by each row's own keys; elsewhere, and where Triton is missing, it is one library call per row.
+
 Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end-of-sequence token or
 ``max_new_tokens``.
 """
@@ -33,12 +36,27 @@ class RowKeys:
 
     starts: list[int | None]
     causal: bool = False
+    kernel: bool = False  # the decoding step's attention through harness.read.row_kernel
+    _device_starts: torch.Tensor | None = field(default=None, repr=False)
+
+    def device_starts(self, device: torch.device) -> torch.Tensor:
+        """The starts as one tensor on ``device`` (idle rows ``-1``), made once per step for every layer."""
+        if self._device_starts is None:
+            values = [-1 if start is None else start for start in self.starts]
+            self._device_starts = torch.tensor(values, dtype=torch.int32, device=device)
+        return self._device_starts
 
 
 def row_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, row_keys=None, **kwargs):
     """Attention of each row over its own keys (``row_keys``), with no mask and no padding in any sum."""
     if row_keys is None:
         raise ValueError(f"the {ATTENTION!r} attention runs inside RowDecoder only (it needs row_keys)")
+    if row_keys.kernel and not row_keys.causal:
+        from harness.read.row_kernel import rows_decode_attention
+
+        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+        output = rows_decode_attention(query, key, value, row_keys.device_starts(query.device), scale)
+        return output.transpose(1, 2).contiguous(), None
     grouped = query.shape[1] != key.shape[1]
     output = torch.zeros_like(query)
     for row, start in enumerate(row_keys.starts):
@@ -168,9 +186,20 @@ class _Row:
 class RowDecoder:
     """Greedy decoding of a causal LM, ``width`` rows at a time (see the module docstring)."""
 
-    def __init__(self, model, width: int, max_new_tokens: int, eos_token_ids: set[int], pad_token_id: int = 0):
+    def __init__(
+        self,
+        model,
+        width: int,
+        max_new_tokens: int,
+        eos_token_ids: set[int],
+        pad_token_id: int = 0,
+        kernel: bool | None = None,
+    ):
+        """``kernel``: the decoding steps' attention through the Triton kernel (None: on CUDA when Triton is
+        installed, see :func:`uses_row_kernel`)."""
         if width < 1:
             raise ValueError(f"decoding width must be >= 1, got {width}")
+        self.kernel = uses_row_kernel(model.device) if kernel is None else kernel
         self.model = model
         self.width = width
         self.max_new_tokens = max_new_tokens
@@ -227,7 +256,8 @@ class RowDecoder:
                 break
             tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
             positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
-            chosen = self._forward(tokens, positions, RowKeys([r.start if r else None for r in rows]), shared)
+            keys = RowKeys([r.start if r else None for r in rows], kernel=self.kernel)
+            chosen = self._forward(tokens, positions, keys, shared)
             for slot, row in enumerate(rows):
                 if row is None:
                     continue
@@ -243,6 +273,26 @@ class RowDecoder:
                     if row is not None:
                         row.start -= first_used
         return results
+
+
+def uses_row_kernel(device: torch.device | str) -> bool:
+    """Whether row decoding on ``device`` attends through the Triton kernel: on CUDA, when Triton imports."""
+    if torch.device(device).type != "cuda":
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def row_attention_field(device: str) -> str:
+    """The reader identity's field for the decoding steps' attention on ``device``: the kernel and its block."""
+    if not uses_row_kernel("cuda" if device.startswith("cuda") else "cpu"):
+        return ""
+    from harness.read.row_kernel import BLOCK_N
+
+    return f"|attn=triton{BLOCK_N}"
 
 
 def _empty_like(prompt: RowCache, width: int) -> RowCache:

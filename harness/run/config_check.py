@@ -25,6 +25,7 @@ from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, is_int, is_number, select
 from harness.run.cpu_check import cpu_problems
 from harness.run.device_check import device_problems
+from harness.run.install_check import kernels_problems, version_problems
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
 from harness.run.secret_paths import secret_folder_problems
 from harness.run.service_check import (
@@ -326,7 +327,7 @@ def _section_problems(cfg: DictConfig, config_file: Path) -> list[str]:
 def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[str] | None = None) -> list[str]:
     """Every invalid value of ``cfg``, one line each; empty when the config is valid. ``overrides``: the
     command line's (for keys added with ``+``); by default ``cfg.hydra.overrides.task`` or the running job's."""
-    found: list[str] = []
+    found: list[str] = version_problems()
     allowed = allowed_top_level_keys(config_file)
     found += _section_problems(cfg, config_file)
     found += _added_key_problems(cfg, _task_overrides(cfg, overrides), allowed - _EXTRA_TOP_LEVEL)
@@ -354,6 +355,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
     found += reader_class_problems(cfg)
     found += vllm_problems(cfg)
     found += server_url_problems(cfg)
+    found += kernels_problems(cfg)
     if not found:  # where it would compute, once its values are known to be valid
         found += device_problems(cfg)
         found += cpu_problems(cfg)
