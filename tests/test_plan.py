@@ -165,6 +165,20 @@ def test_kv_bytes_per_token_of_qwen_7b_in_bf16(reader):
     assert plan.kv_bytes == 57344 * (2048 + 24) * 16  # batch_size 16, prompt + max_new_tokens
 
 
+# The device's peak use on one H200 (torch 2.11, random-weight models built from the packaged configs, bf16,
+# 16 prompts x 2048 tokens prefilled), in GB: what the plan's per-GPU figure must cover.
+MEASURED_H200_PEAK_GB = {"qwen2.5_7b": 24.47, "qwen2.5_14b": 42.55, "qwen2.5_32b": 83.82}
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED_H200_PEAK_GB))
+def test_the_per_gpu_plan_covers_what_the_device_used(reader, name):
+    config = reader(name, "reader.quantization=null", "reader.dtype=bfloat16", "reader.batch_size=16")
+    plan = plan_reader(config, parse_gpus("141GiB"), prompt_tokens=2048)
+    assert plan.fits and plan.gpus_used == 1
+    planned_gb = plan.per_gpu_bytes[0] / 1e9
+    assert MEASURED_H200_PEAK_GB[name] <= planned_gb <= MEASURED_H200_PEAK_GB[name] * 1.08
+
+
 def test_weight_bytes_by_precision():
     facts = model_facts(model_config_path("Qwen/Qwen2.5-7B-Instruct"))
     bf16 = weight_bytes(facts, Precision("bfloat16"))

@@ -23,7 +23,6 @@ from harness.plan.facts_cache import cached_model_facts, usable_cache_dir
 from harness.plan.gpus import GpuSpec, describe, gib, size_label
 from harness.plan.params import ModelFacts
 from harness.plan.placement import (
-    RUNTIME_OVERHEAD_BYTES,
     VLLM_CUDA_GRAPH_BYTES,
     Placement,
     kv_bytes_per_token,
@@ -31,6 +30,7 @@ from harness.plan.placement import (
     place_single,
     place_tensor_parallel,
     prefill_activation_bytes,
+    runtime_overhead,
     vllm_activation_bytes,
 )
 from harness.plan.weights import Precision, canonical_dtype, canonical_quantization, checkpoint_precision, weight_bytes
@@ -285,7 +285,8 @@ def plan_reader(
     if too_long:
         placement, problem = None, too_long
     fits = placement is not None and placement.fits
-    overhead = RUNTIME_OVERHEAD_BYTES + (VLLM_CUDA_GRAPH_BYTES if backend == "vllm" else 0)
+    held = need.weights + need.sequences * need.tokens * need.kv_per_token + need.activations
+    overhead = runtime_overhead(held) + (VLLM_CUDA_GRAPH_BYTES if backend == "vllm" else 0)
     plan = MemoryPlan(
         weight_bytes=need.weights,
         kv_bytes_per_token=need.kv_per_token,

@@ -2,10 +2,14 @@
 
 Allowances per GPU beyond weights and KV cache (the planned figures are meant to err high, never low):
 
-- ``RUNTIME_OVERHEAD_BYTES`` (1 GiB): the CUDA context PyTorch creates (0.3-0.5 GiB with lazy module loading),
-  the cuBLAS/cuDNN workspaces of the first matmuls (~0.1-0.2 GiB) and slack for the caching allocator's
-  fragmentation. ``CUDA_CONTEXT_BYTES`` (0.5 GiB) is the part already taken when weights are placed, so
-  what accelerate sees as free memory at load time.
+- the runtime overhead, :func:`runtime_overhead`: ``RUNTIME_OVERHEAD_BYTES`` (3 GiB) for the CUDA context PyTorch
+  creates (0.3-0.5 GiB with lazy module loading), the cuBLAS/cuDNN workspaces of the first matmuls and the
+  caching allocator's blocks that a prefill's freed tensors leave, plus ``ALLOCATOR_SLACK`` (1%) of what the GPU
+  holds otherwise. Calibrated on an H200 (torch 2.11, random-weight Qwen2.5 models built from the packaged
+  configs, bf16, 16 prompts x 2048 tokens): the device's peak exceeded weights + KV + activations + 1 GiB by
+  2.05 GB (7B), 2.01 GB (14B) and 2.40 GB (32B); the two terms give 2.37, 2.55 and 2.96 GB
+  (``tests/test_plan.py`` holds those figures). ``CUDA_CONTEXT_BYTES`` (0.5 GiB) is the part already taken
+  when weights are placed, so what accelerate sees as free memory at load time.
 - activations, computed: a transformers prefill runs the whole padded batch in one forward, and its peak is
   the MLP of one layer for every prompt token of the batch: ``act(gate) * up`` holds three tensors of the
   intermediate width at once (four where one Linear computes gate and up together, as in Phi-3), beside two
@@ -31,7 +35,8 @@ from harness.plan.params import ModelFacts
 from harness.plan.weights import Precision, accelerate_block_size, block_bytes
 
 GIB = 2**30
-RUNTIME_OVERHEAD_BYTES = GIB
+RUNTIME_OVERHEAD_BYTES = 3 * GIB
+ALLOCATOR_SLACK = 0.01
 CUDA_CONTEXT_BYTES = GIB // 2
 SINGLE_GPU_FRACTION = 0.9  # get_balanced_memory on one device, when max_memory is not set
 QUANTIZER_MEMORY_FRACTION = 0.9  # Bnb4BitHfQuantizer / Bnb8BitHfQuantizer.adjust_max_memory
@@ -126,6 +131,11 @@ def device_map_split(facts: ModelFacts, precision: Precision, gpus: list[GpuSpec
     return assigned
 
 
+def runtime_overhead(held: int) -> int:
+    """What a GPU uses beyond ``held`` bytes of weights, KV cache and activations (see the module docstring)."""
+    return RUNTIME_OVERHEAD_BYTES + int(ALLOCATOR_SLACK * held)
+
+
 def place_device_map(
     facts: ModelFacts, precision: Precision, gpus: list[GpuSpec], kv_total: int, activations: int
 ) -> Placement:
@@ -140,7 +150,8 @@ def place_device_map(
         held = sum(block_bytes(facts.blocks[i], precision) for i in indices)
         layers = sum(facts.blocks[i].is_layer for i in indices)
         weights.append(held)
-        peaks.append(int(held + layers * kv_per_layer + activations + RUNTIME_OVERHEAD_BYTES) if indices else 0)
+        need = int(held + layers * kv_per_layer + activations)
+        peaks.append(need + runtime_overhead(need) if indices else 0)
     used = [i for i, indices in enumerate(split) if indices]
     # The buffers (rotary tables) follow the first GPU's modules.
     peaks[used[0]] += facts.buffer_bytes
@@ -155,7 +166,8 @@ def place_device_map(
 
 def place_single(gpu: GpuSpec, weights: int, kv_total: int, activations: int) -> Placement:
     """The whole model on one GPU, moved there after loading (no device map)."""
-    peak = weights + kv_total + activations + RUNTIME_OVERHEAD_BYTES
+    need = weights + kv_total + activations
+    peak = need + runtime_overhead(need)
     return Placement((gpu,), (weights,), (peak,), (gpu.memory_bytes,))
 
 
@@ -165,7 +177,8 @@ def place_tensor_parallel(
     """vLLM: every rank holds 1/tp of the weights and of the KV heads, within ``utilization`` of its memory."""
     tp = len(gpus)
     weight_share = -(-weights // tp)
-    peak = weight_share + kv_per_rank + activations + RUNTIME_OVERHEAD_BYTES + VLLM_CUDA_GRAPH_BYTES
+    need = weight_share + kv_per_rank + activations
+    peak = need + runtime_overhead(need) + VLLM_CUDA_GRAPH_BYTES
     return Placement(
         tuple(gpus),
         tuple(weight_share for _ in gpus),
