@@ -19,6 +19,7 @@ Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -276,8 +277,9 @@ class RowDecoder:
 
 
 def uses_row_kernel(device: torch.device | str) -> bool:
-    """Whether row decoding on ``device`` attends through the Triton kernel: on CUDA, when Triton imports."""
-    if torch.device(device).type != "cuda":
+    """Whether row decoding on ``device`` attends through the Triton kernel: on CUDA, when Triton imports,
+    unless ``HARNESS_ROW_KERNEL=0`` asks for one library call per row (the reader id follows either way)."""
+    if torch.device(device).type != "cuda" or os.environ.get("HARNESS_ROW_KERNEL", "1") == "0":
         return False
     try:
         import triton  # noqa: F401
