@@ -289,8 +289,14 @@ def section_memory(args, out: Path) -> None:
         torch.cuda.synchronize()
         free, total = torch.cuda.mem_get_info()
         used = total - free
-    config = {"_target_": "harness.read.hf.TransformersReader", "pretrained": str(folder), "dtype": "bfloat16",
-              "batch_size": batch, "max_new_tokens": NEW_TOKENS, "trainer": {"accelerator": "gpu", "devices": 1}}  # fmt: skip
+    config = {
+        "_target_": "harness.read.hf.TransformersReader",
+        "pretrained": str(folder),
+        "dtype": "bfloat16",
+        "batch_size": batch,
+        "max_new_tokens": NEW_TOKENS,
+        "trainer": {"accelerator": "gpu", "devices": 1},
+    }
     plan = plan_reader(config, [GpuSpec("this GPU", total)], prompt_tokens=length)
     emit(out, "memory", batch=batch, prompt_tokens=length, device_used_gb=round(used / 1e9, 2),
          planned_gb=round(plan.per_gpu_bytes[0] / 1e9, 2) if plan.per_gpu_bytes else None,
@@ -314,7 +320,7 @@ def section_plan(args, out: Path) -> None:
             if case[0] != "--ladder"
             else lines
         )
-        emit(out, "plan", case=" ".join(case), exit=done.returncode, lines=verdict)
+        emit(out, "plan", case=" ".join(case), exit=done.returncode, lines=lines)
 
 
 def run_section(name: str, args) -> None:

@@ -27,7 +27,7 @@ def _rows_decode_attention(
     Q,
     K,
     V,
-    O,
+    Out,
     starts,
     end,
     scale,
@@ -87,8 +87,8 @@ def _rows_decode_attention(
             top = new_top
         out = acc / total[:, None]
         tl.store(
-            O + row * o_row + heads[:, None] * o_head + d[None, :],
-            out.to(O.dtype.element_ty),
+            Out + row * o_row + heads[:, None] * o_head + d[None, :],
+            out.to(Out.dtype.element_ty),
             mask=head_mask[:, None] & dim_mask[None, :],
         )
 
