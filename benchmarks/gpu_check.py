@@ -320,7 +320,7 @@ def section_plan(args, out: Path) -> None:
             if case[0] != "--ladder"
             else lines
         )
-        emit(out, "plan", case=" ".join(case), exit=done.returncode, lines=lines)
+        emit(out, "plan", case=" ".join(case), exit=done.returncode, lines=verdict)
 
 
 def run_section(name: str, args) -> None:
