@@ -43,7 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds each section may take: together under the 10 minutes a lent node's command may run.
-SECTIONS = {"probe": 30, "arithmetic": 40, "bf16": 240, "nf4": 120, "memory": 80, "plan": 40}
+SECTIONS = {"probe": 30, "arithmetic": 40, "bf16": 200, "nf4": 100, "memory": 60, "plan": 40}
 CONFIGS = ROOT / "harness/plan/model_configs"
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 TINY = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
@@ -105,7 +105,7 @@ def reader(args, folder: Path, batch_size: int, **settings: Any):
         cache_dir=None,  # every read generates afresh
         show_progress=False,
         trainer=trainer,
-        **settings,
+        **{**({"prefill_tokens": args.prefill_tokens} if args.prefill_tokens is not None else {}), **settings},
     )
     made.args = args
     return made
@@ -124,8 +124,41 @@ def sharing(model, weights, decode_width: int | None, **settings: Any):
     from harness.read.module import ReaderModule
 
     other = reader(model.args, Path(model.spec.pretrained), decode_width or 16, **settings)
-    other._module = ReaderModule(weights, other.tokenizer, max_new_tokens=NEW_TOKENS, decode_width=decode_width)
+    other._module = ReaderModule(
+        weights,
+        other.tokenizer,
+        max_new_tokens=NEW_TOKENS,
+        decode_width=decode_width,
+        prefill_tokens=other.prefill_tokens if decode_width else 0,
+    )
     return other
+
+
+def direct_decoding(model, weights, requests) -> float:
+    """Seconds the row decoder itself takes for ``requests`` (no Lightning, no reader): what the read path adds
+    is the difference."""
+    import torch
+
+    from harness.read.row_decoding import RowDecoder
+
+    module = model.module
+    ids = [
+        module.tokenizer(model.render(r), add_special_tokens=model.add_special_tokens)["input_ids"] for r in requests
+    ]
+    eos = module.generation_config.eos_token_id
+    decoder = RowDecoder(
+        weights,
+        model.batch_size,
+        NEW_TOKENS,
+        set(eos if isinstance(eos, list) else [eos]),
+        module.tokenizer.pad_token_id or 0,
+        prefill_tokens=model.prefill_tokens,
+    )
+    began = time.perf_counter()
+    decoder.generate(ids)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - began
 
 
 def companies(model, requests, reference: list[str], repeat: bool = True) -> dict[str, Any]:
@@ -209,6 +242,7 @@ def section_bf16(args, out: Path) -> None:
 
     folder = model_folder(args)
     requests = prompts(args)
+    half = len(requests) // 2
     rows = reader(args, folder, args.rows)
     began = time.perf_counter()
     rows.module  # noqa: B018 - loads the weights
@@ -232,12 +266,18 @@ def section_bf16(args, out: Path) -> None:
          prompt_tokens_per_s=round(tokens / seconds), bound_s=round(bound, 2),
          share_of_bound=round(bound / seconds, 3))  # fmt: skip
     emit(out, "bf16", invariance=companies(rows, requests, reference))
-    subset = requests[: args.baseline_prompts]
+    subset = requests[: args.baseline_prompts // 2] + requests[half : half + args.baseline_prompts // 2]
     baselines = (
-        ("rows=16 (one kernel call per layer)", 16, {}, "1"),
-        ("rows=16 (one attention call per row and layer)", 16, {}, "0"),
+        (f"rows={args.rows}, each prompt prefilled alone", args.rows, {"prefill_tokens": 0}, "1"),
+        ("rows=16, each prompt alone, one attention call per row and layer", 16, {"prefill_tokens": 0}, "0"),
         ("generate batch=16 (left padding)", None, {"decoding": "generate"}, "1"),
     )
+    _, spent = timed_read(rows, subset)
+    emit(out, "bf16", reader=f"rows={args.rows}", prompts=len(subset), seconds=round(spent, 2),
+         prompts_per_s=round(len(subset) / spent, 2))  # fmt: skip
+    direct = direct_decoding(rows, model, subset)
+    emit(out, "bf16", reader=f"rows={args.rows} RowDecoder called directly", prompts=len(subset),
+         seconds=round(direct, 2), prompts_per_s=round(len(subset) / direct, 2))  # fmt: skip
     for label, width, settings, kernel in baselines:
         os.environ["HARNESS_ROW_KERNEL"] = kernel
         _, spent = timed_read(sharing(rows, model, width, **settings), subset)
@@ -342,7 +382,8 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="2-layer models on the CPU: checks the script itself")
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--section", help=argparse.SUPPRESS)
-    parser.add_argument("--rows", type=int, default=64, help="decoding rows (reader.batch_size)")
+    parser.add_argument("--rows", type=int, default=128, help="decoding rows (reader.batch_size)")
+    parser.add_argument("--prefill-tokens", type=int, help="the reader's packed prefill (unset: its default)")
     parser.add_argument("--baseline-prompts", type=int, default=32)
     parser.add_argument("--nf4-prompts", type=int, default=32)
     args = parser.parse_args()

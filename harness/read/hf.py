@@ -15,6 +15,10 @@ DECODINGS = ("rows", "generate")
 # Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
 # next prompt of the step, so the fixed-width decoding seldom carries idle rows.
 PROMPTS_PER_ROW = 4
+# Tokens of one packed prefill on CUDA (harness.read.row_decoding): a whole chunk per forward keeps a GPU busy
+# where a short prompt alone is launch-bound. A CPU prefills each prompt alone: its matmuls are compute-bound at
+# any length, and padding a chunk would only add work.
+CUDA_PREFILL_TOKENS = 8192
 
 
 class TransformersReader(LocalReader):
@@ -26,7 +30,9 @@ class TransformersReader(LocalReader):
 
     backend = "transformers"
 
-    def __init__(self, name: str, decoding: str | None = None, **settings: Any) -> None:
+    def __init__(
+        self, name: str, decoding: str | None = None, prefill_tokens: int | None = None, **settings: Any
+    ) -> None:
         # Unset: rows for greedy decoding, the library's generate for beam search.
         decoding = decoding or ("rows" if int(settings.get("num_beams", 1)) == 1 else "generate")
         if decoding not in DECODINGS:
@@ -35,8 +41,20 @@ class TransformersReader(LocalReader):
             raise ValueError(
                 f"reader {name!r}: decoding=rows is greedy; beam search (num_beams > 1) needs decoding=generate"
             )
+        if prefill_tokens is not None and int(prefill_tokens) < 0:
+            raise ValueError(
+                f"reader {name!r}: prefill_tokens must be >= 0 (0: each prompt alone), got {prefill_tokens}"
+            )
         self.decoding = decoding
+        self._prefill_tokens = prefill_tokens
         super().__init__(name, **settings)
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Tokens of one packed prefill of the row decoder (0: each prompt alone); unset: 8192 on CUDA, 0 on a CPU."""
+        if self._prefill_tokens is not None:
+            return int(self._prefill_tokens)
+        return CUDA_PREFILL_TOKENS if self.on_cuda else 0
 
     @property
     def full_precision(self) -> bool:
@@ -72,14 +90,16 @@ class TransformersReader(LocalReader):
         the company but computes its decoding steps ``batch_size`` rows wide, a matmul shape whose rounding
         is the kernel's (``rows=``), and the kernel is the CPU's (``cpu=``: AMX and AVX-512 round differently).
         On CUDA the decoding steps attend through the Triton kernel (``attn=``), whose sums differ from the
-        library's per-row calls that GPU answers were read with before."""
+        library's per-row calls that GPU answers were read with before. A packed prefill (``prefill=``) computes
+        each prompt's keys in a chunk of that many tokens, not at the prompt's own length."""
         if self.full_precision:
             return ""
         if self.decoding == "generate":
             return "" if self.batch_size == 1 else f"|batch={self.batch_size}"
+        packed = f"|prefill={self.prefill_tokens}" if self.prefill_tokens else ""
         if not self.on_cuda:
-            return f"|rows={self.batch_size}|cpu={machine_cpu_kind()}"
-        return f"|rows={self.batch_size}" + row_attention_field(self.device_kind)
+            return f"|rows={self.batch_size}{packed}|cpu={machine_cpu_kind()}"
+        return f"|rows={self.batch_size}{packed}" + row_attention_field(self.device_kind)
 
     @property
     def batch_invariant(self) -> bool:
@@ -109,4 +129,5 @@ class TransformersReader(LocalReader):
             torch_threads=self.threads,
             loader=self.spec.load if per_process else None,
             decode_width=self.batch_size if self.decoding == "rows" else None,
+            prefill_tokens=self.prefill_tokens,
         )

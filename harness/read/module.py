@@ -73,6 +73,7 @@ class ReaderModule(pl.LightningModule):
         backend=None,
         loader=None,
         decode_width: int | None = None,
+        prefill_tokens: int = 0,
     ) -> None:
         super().__init__()
         # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
@@ -96,6 +97,7 @@ class ReaderModule(pl.LightningModule):
         self.generation_config = None
         # Rows decoded side by side by a causal LM (harness.read.row_decoding); None: the library's generate.
         self.decode_width = decode_width
+        self.prefill_tokens = prefill_tokens  # the row decoder's packed prefill (0: each prompt alone)
         if model is not None:
             self._attach(model)
 
@@ -156,6 +158,7 @@ class ReaderModule(pl.LightningModule):
             self.max_new_tokens,
             set(eos if isinstance(eos, list) else [] if eos is None else [eos]),
             self.tokenizer.pad_token_id or 0,
+            prefill_tokens=self.prefill_tokens,
         )
         ids = [self.tokenizer(p, add_special_tokens=self.add_special_tokens)["input_ids"] for p in prompts]
         with limited_torch_threads(self.torch_threads):

@@ -13,6 +13,13 @@ prompt (continuous batching), and idle rows carry a dummy token, keeping ``M`` f
 On CUDA a decoding step's attention is one Triton kernel call per layer (``harness.read.row_kernel``), whose sums
 are fixed by each row's own keys; elsewhere, and where Triton is missing, it is one library call per row.
 
+Prefilling prompts one at a time costs a forward each, launch-bound for short prompts on a GPU. With
+``prefill_tokens`` set, prompts are packed end to end into one sequence of exactly that many tokens (the rest
+padding), so every linear layer of every prefill sees the same ``M``; each prompt attends over its own span alone
+(a library call per prompt, the same shapes as its lone prefill), its positions start at 0, and the first answer
+tokens are read from a fixed number of positions, so ``lm_head`` has a fixed ``M`` too. A prompt longer than the
+chunk is prefilled alone, as every prompt is without the setting.
+
 Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end-of-sequence token or
 ``max_new_tokens``.
 """
@@ -38,6 +45,7 @@ class RowKeys:
     starts: list[int | None]
     causal: bool = False
     kernel: bool = False  # the decoding step's attention through harness.read.row_kernel
+    segments: list[tuple[int, int]] | None = None  # a packed prefill: each prompt's span of the one row
     _device_starts: torch.Tensor | None = field(default=None, repr=False)
 
     def device_starts(self, device: torch.device) -> torch.Tensor:
@@ -52,6 +60,8 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
     """Attention of each row over its own keys (``row_keys``), with no mask and no padding in any sum."""
     if row_keys is None:
         raise ValueError(f"the {ATTENTION!r} attention runs inside RowDecoder only (it needs row_keys)")
+    if row_keys.segments is not None:
+        return _segment_attention(query, key, value, row_keys.segments, scaling), None
     if row_keys.kernel and not row_keys.causal:
         from harness.read.row_kernel import rows_decode_attention
 
@@ -72,6 +82,22 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
             enable_gqa=grouped,
         )
     return output.transpose(1, 2).contiguous(), None
+
+
+def _segment_attention(query, key, value, segments: list[tuple[int, int]], scaling) -> torch.Tensor:
+    """Causal attention of each packed prompt over its own span; padding positions get zeros."""
+    grouped = query.shape[1] != key.shape[1]
+    output = torch.zeros_like(query)
+    for start, end in segments:
+        output[:, :, start:end] = F.scaled_dot_product_attention(
+            query[:, :, start:end],
+            key[:, :, start:end],
+            value[:, :, start:end],
+            is_causal=True,
+            scale=scaling,
+            enable_gqa=grouped,
+        )
+    return output.transpose(1, 2).contiguous()
 
 
 def register_row_attention() -> None:
@@ -150,7 +176,7 @@ class RowCache:
         """Forget the first ``count`` positions: no row attends to them any more."""
         self.begins = [begin + count for begin in self.begins]
 
-    def place(self, row: int, prompt: RowCache) -> int:
+    def place(self, row: int, prompt: RowCache | SegmentCache) -> int:
         """Copy a prefilled prompt's keys into ``row``, right-aligned; returns its first live position."""
         length = prompt.length
         if length > self.length:
@@ -176,6 +202,19 @@ class RowCache:
                 self.begins[layer] -= count
 
 
+class SegmentCache:
+    """One packed prompt's keys and values inside a packed prefill's cache, as ``RowCache.place`` reads them."""
+
+    def __init__(self, cache: RowCache, start: int, end: int) -> None:
+        self.keys, self.values = cache.keys, cache.values
+        self._cache, self._span = cache, slice(start, end)
+        self.length = end - start
+
+    def live(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self._cache.live(layer)
+        return keys[:, :, self._span], values[:, :, self._span]
+
+
 @dataclass
 class _Row:
     index: int  # the prompt's position in the call
@@ -195,11 +234,16 @@ class RowDecoder:
         eos_token_ids: set[int],
         pad_token_id: int = 0,
         kernel: bool | None = None,
+        prefill_tokens: int = 0,
     ):
         """``kernel``: the decoding steps' attention through the Triton kernel (None: on CUDA when Triton is
-        installed, see :func:`uses_row_kernel`)."""
+        installed, see :func:`uses_row_kernel`). ``prefill_tokens``: the packed prefill's length (0: each
+        prompt prefilled alone)."""
         if width < 1:
             raise ValueError(f"decoding width must be >= 1, got {width}")
+        if prefill_tokens < 0:
+            raise ValueError(f"prefill_tokens must be >= 0, got {prefill_tokens}")
+        self.prefill_tokens = prefill_tokens
         self.kernel = uses_row_kernel(model.device) if kernel is None else kernel
         self.model = model
         self.width = width
@@ -222,6 +266,55 @@ class RowDecoder:
         (first,) = self._forward(tokens, positions, RowKeys([0], causal=True), cache)
         return cache, first
 
+    def _prefill_packed(self, prompts: list[list[int]]) -> list[tuple[SegmentCache, int]]:
+        """Prompts of at most ``prefill_tokens`` tokens together, at most ``width`` of them, in one forward
+        of exactly ``prefill_tokens`` tokens (see the module docstring)."""
+        device = self.model.device
+        tokens, positions, segments = [], [], []
+        for ids in prompts:
+            segments.append((len(tokens), len(tokens) + len(ids)))
+            tokens += ids
+            positions += range(len(ids))
+        padding = self.prefill_tokens - len(tokens)
+        last = [end - 1 for _, end in segments] + [self.prefill_tokens - 1] * (self.width - len(segments))
+        cache = RowCache(self.layers)
+        output = self.model(
+            input_ids=torch.tensor([tokens + [self.pad] * padding], device=device),
+            position_ids=torch.tensor([positions + [0] * padding], device=device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=torch.tensor(last, device=device),
+            row_keys=RowKeys([0], causal=True, segments=segments),
+        )
+        firsts = output.logits[0].argmax(dim=-1).tolist()
+        return [(SegmentCache(cache, start, end), first) for (start, end), first in zip(segments, firsts, strict=False)]
+
+    def _prefilled(self, prompts: list[list[int]]) -> list[tuple[RowCache | SegmentCache, int]]:
+        """Each prompt's keys and first token: alone, or packed ``prefill_tokens`` at a time in their order."""
+        if not self.prefill_tokens:
+            return [self._prefill(ids) for ids in prompts]
+        done: list[tuple[RowCache | SegmentCache, int]] = []
+        packed: list[list[int]] = []
+        for ids in prompts:
+            if len(ids) > self.prefill_tokens:
+                done += self._prefill_packed(packed) if packed else []
+                packed = []
+                done.append(self._prefill(ids))
+                continue
+            if sum(map(len, packed)) + len(ids) > self.prefill_tokens or len(packed) == self.width:
+                done += self._prefill_packed(packed)
+                packed = []
+            packed.append(ids)
+        return done + (self._prefill_packed(packed) if packed else [])
+
+    def _refill_now(self, rows: list[_Row | None]) -> bool:
+        """Whether to prefill into the free rows now. A packed prefill costs a whole chunk however few prompts
+        it holds, so it waits until half the rows are free (or none is busy); only speed depends on this."""
+        free = rows.count(None)
+        if not free:
+            return False
+        return not self.prefill_tokens or free * 2 >= self.width or free == self.width
+
     def _finished(self, row: _Row) -> bool:
         return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens
 
@@ -237,10 +330,11 @@ class RowDecoder:
         shared: RowCache | None = None
         device = self.model.device
         while pending or any(rows):
-            for slot in range(self.width):
-                while rows[slot] is None and pending:
-                    index = pending.popleft()
-                    prompt_cache, first = self._prefill(prompts[index])
+            while pending and self._refill_now(rows):
+                chosen = [pending.popleft() for _ in range(min(rows.count(None), len(pending)))]
+                for index, (prompt_cache, first) in zip(
+                    chosen, self._prefilled([prompts[i] for i in chosen]), strict=True
+                ):
                     row = _Row(index, 0, len(prompts[index]), [first])
                     if self._finished(row):
                         results[index] = row.tokens
@@ -248,6 +342,7 @@ class RowDecoder:
                     if shared is None:
                         shared = _empty_like(prompt_cache, self.width)
                     before = shared.length
+                    slot = rows.index(None)
                     row.start = shared.place(slot, prompt_cache)
                     for other in rows:
                         if other is not None:
@@ -297,7 +392,7 @@ def row_attention_field(device: str) -> str:
     return f"|attn=triton{BLOCK_N}"
 
 
-def _empty_like(prompt: RowCache, width: int) -> RowCache:
+def _empty_like(prompt: RowCache | SegmentCache, width: int) -> RowCache:
     """A shared cache of ``width`` rows, no positions yet, shaped and typed like a prefilled prompt's."""
     shared = RowCache(len(prompt.keys))
     for mine, theirs in ((shared.keys, prompt.keys), (shared.values, prompt.values)):

@@ -22,7 +22,23 @@ import triton.language as tl
 BLOCK_N = 64  # keys per step of the walk: part of the arithmetic, so fixed
 
 
-@triton.jit
+# Triton compiles a variant per divisibility of its integer arguments; the length and strides change as the cache
+# grows, and a recompile in the middle of a read costs a second each.
+@triton.jit(
+    do_not_specialize=[
+        "end",
+        "q_row",
+        "q_head",
+        "k_row",
+        "k_head",
+        "k_pos",
+        "v_row",
+        "v_head",
+        "v_pos",
+        "o_row",
+        "o_head",
+    ]
+)
 def _rows_decode_attention(
     Q,
     K,

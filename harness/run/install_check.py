@@ -24,13 +24,21 @@ FLOOR_PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "pytorc
 KERNELS_REPO_PREFIX = "models--kernels-community--"
 
 
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
 @lru_cache(maxsize=1)
 def declared_floors() -> dict[str, Requirement]:
-    """The harness's own requirement of each package in :data:`FLOOR_PACKAGES` (from its installed metadata)."""
+    """The harness's own requirement of each package in :data:`FLOOR_PACKAGES`: from its installed metadata, or
+    from pyproject.toml when the source tree runs uninstalled (on ``PYTHONPATH``, as on a lent GPU node)."""
     try:
         declared = metadata.requires("harness") or []
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return {}
+    except metadata.PackageNotFoundError:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10, uninstalled: nothing to compare with
+            return {}
+        declared = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
     requirements = [Requirement(line) for line in declared]
     return {r.name.lower(): r for r in requirements if r.name.lower() in FLOOR_PACKAGES and r.marker is None}
 
