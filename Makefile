@@ -44,7 +44,7 @@ $(READER_DIR)/config.json: $(STAMP)
 
 # The 0.5B GGUF dequantised once into a Hugging Face folder (42 s on an AMX machine, about 5 min on an
 # AVX2-only one): the transformers and vLLM readers, the memory plan's check against real bytes and the
-# prepared GPU check (benchmarks/gpu_smoke.py) read it.
+# CPU reference of the benchmarks read it.
 $(QWEN_0_5B_DIR)/config.json: $(QWEN_0_5B)
 	$(PY) -m harness.backends.offline_models --name qwen2.5-coder-0.5b --folder $(QWEN_0_5B_DIR)
 

@@ -78,8 +78,9 @@ def model_folder(args, dtype: str = "bfloat16") -> Path:
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     staging = folder.with_name(folder.name + ".partial")
     model.save_pretrained(staging)
-    for name in Path(args.tokenizer).iterdir():
-        shutil.copy(name, staging / name.name)
+    for name in Path(args.tokenizer).iterdir():  # the tokenizer's files only, never a model's weights
+        if name.name.startswith(("tokenizer", "chat_template", "vocab", "merges", "special_tokens")):
+            shutil.copy(name, staging / name.name)
     staging.rename(folder)
     del model
     return folder

@@ -18,7 +18,9 @@ MODELS = REPO / ".cache" / "models"
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 
 
-def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12, decoding="generate"):
+def reader(
+    dtype="float32", batch_size=8, quantization=None, cache_dir=None, max_new_tokens=12, decoding="generate", **settings
+):
     return TransformersReader(
         decoding=decoding,
         name="smollm2",
@@ -32,6 +34,7 @@ def reader(dtype="float32", batch_size=8, quantization=None, cache_dir=None, max
         cache_dir=cache_dir,
         show_progress=False,
         torch_threads=1,
+        **settings,
     )
 
 

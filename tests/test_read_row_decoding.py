@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from harness.backends.precision import machine_dtype
 from harness.read.hf import TransformersReader
 from harness.read.llama_cpp import LlamaCppReader
-from harness.read.row_decoding import RowCache
+from harness.read.row_decoding import RowCache, RowDecoder
 from tests.helpers.hotpot import hotpot_prompts
 from tests.test_read_batch_invariance import MODELS, reader
 
@@ -76,8 +77,10 @@ def test_the_row_cache_holds_each_rows_keys_right_aligned_through_steps_trims_an
             assert torch.equal(values[row, :, start:], -expected[row][layer])
 
 
-def smollm2(dtype: str, decoding: str, batch_size: int, cache_dir, max_new_tokens: int = 12) -> TransformersReader:
-    return reader(dtype, batch_size, cache_dir=cache_dir, max_new_tokens=max_new_tokens, decoding=decoding)
+def smollm2(
+    dtype: str, decoding: str, batch_size: int, cache_dir, max_new_tokens: int = 12, **settings
+) -> TransformersReader:
+    return reader(dtype, batch_size, cache_dir=cache_dir, max_new_tokens=max_new_tokens, decoding=decoding, **settings)
 
 
 def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
@@ -119,6 +122,41 @@ def test_transformers_answers_never_depend_on_the_prompts_read_with_them(tmp_pat
     assert len(set(together)) > 6  # real, different answers
     for company, raws in reads.items():
         assert raws == together, company
+
+
+@pytest.mark.slow
+def test_packed_prefill_answers_never_depend_on_the_prompts_packed_with_them(tmp_path):
+    """The GPU's default prefill, checked on this CPU in its dtype: each prompt shares a chunk of 4096 tokens
+    with others (or none), at another place in it."""
+    requests = hotpot_prompts(12)
+    make = lambda d: smollm2("auto", "rows", 8, d, max_new_tokens=16, prefill_tokens=4096)  # noqa: E731
+    reads = read_in_every_company(make, requests, tmp_path)
+    together = reads.pop("together")
+    assert len(set(together)) > 6
+    for company, raws in reads.items():
+        assert raws == together, company
+
+
+def test_a_packed_prefill_always_computes_a_whole_chunk_and_a_longer_prompt_alone():
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512,
+    )  # fmt: skip
+    model = Qwen2ForCausalLM(config).eval()
+    shapes: list[tuple[int, ...]] = []
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    lengths = [40, 30, 90, 20, 150, 10, 60]  # 150 exceeds the chunk of 128
+    prompts = [[(7 * i + j) % 300 for j in range(n)] for i, n in enumerate(lengths)]
+    packed = RowDecoder(model, 4, 5, {-1}, prefill_tokens=128).generate(prompts)
+    prefills = [shape for shape in shapes if shape[1] > 1]
+    assert (1, 150) in prefills  # alone, at its own length
+    assert all(shape in ((1, 128), (1, 150)) for shape in prefills)
+    assert len([s for s in prefills if s == (1, 128)]) < len(lengths) - 1  # several prompts shared chunks
+    assert all(shape[0] == 4 for shape in shapes if shape[1] == 1)  # every decoding step 4 rows wide
+    assert packed == RowDecoder(model, 4, 5, {-1}).generate(prompts)  # float32: the same answers as alone
 
 
 @pytest.mark.slow

@@ -22,9 +22,11 @@ from harness.backends.vllm_engine import (
     VllmUnavailableError,
     _dealt_back,
     _shares,
+    batch_invariant_mode,
     model_files_digest,
     vllm_python,
 )
+from harness.core.devices import CudaProbe, Gpu
 from harness.read.base import PromptRequest, Response
 from harness.read.hf import TransformersReader
 from harness.read.local import LocalReader, threads_field
@@ -94,8 +96,48 @@ def test_on_a_cpu_the_engine_reads_one_sequence_at_a_time_without_prefix_reuse()
     cpu = VllmGenerator("m", None, 24, "bfloat16")._engine_args()
     assert cpu["max_num_seqs"] == 1 and cpu["enable_prefix_caching"] is False
     assert VllmGenerator("m", None, 24, "float32")._engine_args()["max_num_seqs"] == 1  # float32 too
-    gpu = VllmGenerator("m", None, 24, "bfloat16", cuda_devices=1)._engine_args()
+    gpu = VllmGenerator("m", None, 24, "bfloat16", cuda_devices=1, batch_invariant=True)._engine_args()
     assert "max_num_seqs" not in gpu and gpu["enable_prefix_caching"] is True
+    # On a GPU without vLLM's batch-invariant kernels, continuous batching would change answers too.
+    plain = VllmGenerator("m", None, 24, "bfloat16", cuda_devices=1)._engine_args()
+    assert plain["max_num_seqs"] == 1 and plain["enable_prefix_caching"] is False
+
+
+def test_batch_invariant_mode_is_on_where_vllm_documents_it_and_refused_elsewhere():
+    assert batch_invariant_mode(None, [(9, 0)]) and batch_invariant_mode(None, [(8, 0), (8, 6)])
+    assert not batch_invariant_mode(None, []) and not batch_invariant_mode(None, [(8, 0), (7, 5)])
+    assert not batch_invariant_mode(False, [(9, 0)])
+    with pytest.raises(ValueError, match=r"^reader.vllm.batch_invariant=true: .* not on the CPU build"):
+        batch_invariant_mode(True, [])
+    with pytest.raises(ValueError, match=r"not on GPUs of compute capability \['7.5'\]"):
+        batch_invariant_mode(True, [(7, 5)])
+
+
+@pytest.mark.parametrize(
+    ("capability", "setting", "invariant"),
+    [((9, 0), None, True), ((8, 0), None, True), ((7, 5), None, False), ((9, 0), False, False)],
+)
+def test_in_a_gpu_nodes_environment_the_id_and_the_workers_say_which_mode(capability, setting, invariant):
+    reader = VllmReader(
+        name="q", offline_model="smollm2", pretrained=str(SMOLLM2), models_dir=str(MODELS),
+        trainer={"accelerator": "gpu"}, vllm={"batch_invariant": setting},
+    )  # fmt: skip
+    reader.devices.probe = CudaProbe("2.13.0+cu128", "12.8", None, (Gpu(0, "GPU", 80 << 30, capability),))
+    identity = reader.reader_id
+    assert ("|batch_invariant" in identity, "|seqs=1" in identity) == (invariant, not invariant)
+    assert identity.endswith(f"|device=cuda-sm{capability[0]}{capability[1]}")
+    generator = VllmGenerator("m", None, 24, "bfloat16", reader.vllm, cuda_devices=1, batch_invariant=invariant)
+    assert all(env["VLLM_BATCH_INVARIANT"] == ("1" if invariant else "0") for env in generator._environments())
+    assert ("max_num_seqs" in generator._engine_args()) is not invariant
+
+
+def test_a_cpu_reader_reads_one_at_a_time_and_refuses_the_batch_invariant_mode(monkeypatch):
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")  # inherited from a shell: not what the id promises
+    reader = smollm2("vllm")
+    assert "|seqs=1" in reader.reader_id and "batch_invariant" not in reader.reader_id
+    assert VllmGenerator("m", None, 24, "bfloat16")._environments()[0]["VLLM_BATCH_INVARIANT"] == "0"
+    with pytest.raises(ValueError, match="reader.vllm.batch_invariant=true"):
+        smollm2("vllm", batch_invariant=True).reader_id  # noqa: B018
 
 
 def test_reader_refuses_transformers_only_settings():

@@ -30,6 +30,7 @@ from harness.backends.vllm_setup import (
     PYTHON_ENV,
     VllmSettings,
     VllmUnavailableError,
+    batch_invariant_mode,
     check_build,
     model_files_digest,
     reads_one_at_a_time,
@@ -46,6 +47,7 @@ __all__ = [
     "VllmGenerator",
     "VllmSettings",
     "VllmUnavailableError",
+    "batch_invariant_mode",
     "model_files_digest",
     "reads_one_at_a_time",
     "vllm_python",
@@ -137,6 +139,7 @@ class VllmGenerator:
         add_special_tokens: bool = False,
         trust_remote_code: bool = False,
         cuda_devices: int = 0,
+        batch_invariant: bool = False,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -148,8 +151,10 @@ class VllmGenerator:
         self.add_special_tokens = add_special_tokens
         self.trust_remote_code = trust_remote_code
         self.cuda_devices = int(cuda_devices)  # visible CUDA devices the reader reads on (0: the CPU)
-        # Continuous batching would make an answer depend on the prompts read with it (see the function).
-        self.one_at_a_time = reads_one_at_a_time(cuda=self.cuda_devices > 0)
+        # Continuous batching would make an answer depend on the prompts read with it (see the function),
+        # unless vLLM's batch-invariant kernels compute (VLLM_BATCH_INVARIANT, set in each worker's environment).
+        self.batch_invariant = bool(batch_invariant) and self.cuda_devices > 0
+        self.one_at_a_time = reads_one_at_a_time(cuda=self.cuda_devices > 0, batch_invariant=self.batch_invariant)
         self.max_model_len = self.settings.max_model_len
         self._workers: list[_Worker] = []
         self.version: str | None = None
@@ -207,6 +212,8 @@ class VllmGenerator:
         base.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         base.setdefault("VLLM_NO_USAGE_STATS", "1")
         base.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # Set either way: a VLLM_BATCH_INVARIANT inherited from the shell must not change answers behind an id.
+        base["VLLM_BATCH_INVARIANT"] = "1" if self.batch_invariant else "0"
         threads = resolve_threads(self.settings.cpu_threads, "vLLM (CPU build)")
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(available_cpus()))
         # Fewer cores than replicas: those without a core of their own share the job's.

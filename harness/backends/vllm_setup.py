@@ -29,6 +29,9 @@ WHOLE_FILE_BYTES = 64 << 20
 EDGE_BYTES = 1 << 20
 
 
+BATCH_INVARIANT_CAPABILITY = (8, 0)
+
+
 class VllmUnavailableError(RuntimeError):
     """No interpreter with vLLM: names what was looked for and how to get one."""
 
@@ -50,6 +53,9 @@ class VllmSettings:
     cpu_threads: int | None = None  # CPU build: cores bound to its OpenMP threads; None: this job's share
     seed: int = 0
     start_timeout_s: float = 900.0
+    # vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1); None: on where it runs, CUDA of compute capability
+    # 8.0 and newer (see batch_invariant_mode)
+    batch_invariant: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "data_parallel_size", "cpu_kvcache_gib"):
@@ -60,6 +66,8 @@ class VllmSettings:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"vllm.{name} must be a positive integer or null, got {value!r}")
+        if self.batch_invariant is not None and not isinstance(self.batch_invariant, bool):
+            raise ValueError(f"vllm.batch_invariant must be true, false or null, got {self.batch_invariant!r}")
         for name in ("enable_prefix_caching", "enforce_eager"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"vllm.{name} must be true or false, got {getattr(self, name)!r}")
@@ -80,20 +88,42 @@ class VllmSettings:
         computed for another prompt would bring that prompt's numerics into this one's answer."""
         return self.enable_prefix_caching and not one_at_a_time
 
-    def identity(self, one_at_a_time: bool = False) -> str:
+    def identity(self, one_at_a_time: bool = False, batch_invariant: bool = False) -> str:
         """What of these settings can change an answer: the quantization, the tensor-parallel split (it
-        reorders the sums), prefix reuse (a reused prefix was computed in another batch) and reading one
-        sequence at a time (:func:`reads_one_at_a_time`)."""
+        reorders the sums), prefix reuse (a reused prefix was computed in another batch), reading one
+        sequence at a time (:func:`reads_one_at_a_time`) and vLLM's batch-invariant kernels."""
         return (
             f"quant={self.quantization or 'none'}|tp={self.tensor_parallel_size}"
             + ("|prefix_cache" if self.prefix_caching(one_at_a_time) else "")
             + ("|seqs=1" if one_at_a_time else "")
+            + ("|batch_invariant" if batch_invariant else "")
         )
 
 
-def reads_one_at_a_time(cuda: bool) -> bool:
+def batch_invariant_mode(asked: bool | None, capabilities: list[tuple[int, int]]) -> bool:
+    """Whether the engine runs in vLLM's batch-invariant mode (``VLLM_BATCH_INVARIANT=1``, documented for 0.32:
+    NVIDIA GPUs of compute capability 8.0 and newer), given ``reader.vllm.batch_invariant`` and the compute
+    capabilities of the GPUs it reads on (none: the CPU). Unset: on wherever it runs. Asked for where it
+    cannot run: a ValueError naming the key."""
+    supported = bool(capabilities) and all(tuple(c) >= BATCH_INVARIANT_CAPABILITY for c in capabilities)
+    if asked is None:
+        return supported
+    if asked and not supported:
+        where = (
+            "on the CPU build, whose engine has no Triton backend"
+            if not capabilities
+            else (f"on GPUs of compute capability {sorted({f'{c[0]}.{c[1]}' for c in capabilities})}")
+        )
+        raise ValueError(
+            "reader.vllm.batch_invariant=true: vLLM's batch-invariant mode needs CUDA of compute capability 8.0 "
+            f"or newer, not {where}; leave it null (one sequence at a time keeps answers independent there)"
+        )
+    return bool(asked)
+
+
+def reads_one_at_a_time(cuda: bool, batch_invariant: bool = False) -> bool:
     """Whether the engine reads one sequence at a time (``max_num_seqs`` 1, no prefix reuse), so that an
-    answer depends on its own prompt alone: on a CPU, in every precision.
+    answer depends on its own prompt alone: everywhere but in vLLM's batch-invariant mode on a GPU.
 
     vLLM's CPU build batches prompts continuously, and its GEMMs (oneDNN; AMX or AVX-512 in bf16) round a
     row differently with the number of rows they are given. SmolLM2-135M on 12 HotpotQA prompts, read all
@@ -102,8 +132,9 @@ def reads_one_at_a_time(cuda: bool) -> bool:
     could flip. One at a time without prefix reuse, tokens and log-probabilities were bit-identical in both.
     vLLM's own batch-invariant mode (``VLLM_BATCH_INVARIANT=1``) swaps in Triton kernels, which have no CPU
     backend: the engine dies on the first prompt. The cost is speed: SmolLM2-135M on 2 cores read 12 prompts
-    at 8.1 questions/s batched and 1.5 one at a time in bfloat16 (3.3 and 1.0 in float32)."""
-    return not cuda
+    at 8.1 questions/s batched and 1.5 one at a time in bfloat16 (3.3 and 1.0 in float32). On a GPU of
+    compute capability 8.0 or newer the batch-invariant mode lets it batch again."""
+    return not (cuda and batch_invariant)
 
 
 def vllm_python(configured: str | None = None, cuda: bool = False) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from harness.backends.vllm_engine import (
     VllmGenerator,
     VllmSettings,
+    batch_invariant_mode,
     model_files_digest,
     reads_one_at_a_time,
     vllm_python,
@@ -40,13 +41,24 @@ class VllmReader(LocalReader):
         if self._vllm_identity is None:
             self._vllm_identity = (
                 f"files={model_files_digest(self.model_path)}|dtype={self.dtype_name}"
-                f"|{self.vllm.identity(reads_one_at_a_time(cuda=self.on_cuda))}"
+                f"|{self.vllm.identity(self.one_at_a_time, self.batch_invariant)}"
                 f"|decode=greedy|max_new_tokens={self.max_new_tokens}"
                 f"|vllm={vllm_version(vllm_python(self.vllm.python, cuda=self.on_cuda))}"
                 + threads_field(self.keyed_threads)
                 + device_field(self.device_kind)
             )
         return f"{self.model_id}|backend={self.backend}|{self._vllm_identity}"
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether the engine computes in vLLM's batch-invariant mode: ``vllm.batch_invariant``, unset: on CUDA
+        of compute capability 8.0 and newer (:func:`harness.backends.vllm_setup.batch_invariant_mode`)."""
+        capabilities = [gpu.capability for gpu in self.devices.probe.gpus] if self.on_cuda else []
+        return batch_invariant_mode(self.vllm.batch_invariant, capabilities)
+
+    @property
+    def one_at_a_time(self) -> bool:
+        return reads_one_at_a_time(cuda=self.on_cuda, batch_invariant=self.batch_invariant)
 
     @property
     def keyed_threads(self) -> int | None:
@@ -65,6 +77,7 @@ class VllmReader(LocalReader):
             self.add_special_tokens,
             self.spec.trust_remote_code,
             cuda_devices=len(self.devices.probe.gpus) if self.on_cuda else 0,
+            batch_invariant=self.batch_invariant,
         )
         return self.engine_module(generator)
 

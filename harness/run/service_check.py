@@ -106,6 +106,13 @@ def server_url_problems(cfg: DictConfig) -> list[str]:
     return found
 
 
+def _reads_on_cuda(cfg: DictConfig) -> bool:
+    from harness.core.devices import wants_cuda
+
+    present, trainer = select(cfg, "reader.trainer")
+    return bool(present and isinstance(trainer, DictConfig) and wants_cuda(trainer))
+
+
 def vllm_problems(cfg: DictConfig) -> list[str]:
     """``reader.vllm`` of a vLLM reader: unknown settings, values the engine refuses, and an interpreter
     that does not exist (otherwise found only when the first prompt is read, after the retrieval stages)."""
@@ -136,6 +143,13 @@ def vllm_problems(cfg: DictConfig) -> list[str]:
         VllmSettings.from_mapping({k: v for k, v in given.items() if k in known})
     except (TypeError, ValueError) as error:
         found.append(f"reader.{error}")
+    if given.get("batch_invariant") is True and not _reads_on_cuda(cfg):
+        from harness.backends.vllm_setup import batch_invariant_mode
+
+        try:
+            batch_invariant_mode(True, [])
+        except ValueError as error:
+            found.append(str(error))
     if bool(cfg.get("read", True)) and not found:
         python = given.get("python")
         try:
