@@ -35,7 +35,7 @@ def declared_floors() -> dict[str, Requirement]:
         declared = metadata.requires("harness") or []
     except metadata.PackageNotFoundError:
         try:
-            import tomllib
+            import tomllib  # pyright: ignore[reportMissingImports]  (Python 3.11+)
         except ImportError:  # Python 3.10, uninstalled: nothing to compare with
             return {}
         declared = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
