@@ -11,7 +11,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from harness.backends.precision import machine_dtype
 from harness.read.hf import TransformersReader
 from harness.read.llama_cpp import LlamaCppReader
-from harness.read.row_decoding import RowCache, RowDecoder
+from harness.read.row_cache import RowCache
+from harness.read.row_decoding import RowDecoder
 from tests.helpers.hotpot import hotpot_prompts
 from tests.test_read_batch_invariance import MODELS, reader
 

@@ -193,13 +193,9 @@ class LocalReader(Reader):
         backend = getattr(cls, "backend", cls.__name__)
         if num_beams != 1:
             raise ValueError(f"reader {name!r}: the {backend} backend decodes greedily; num_beams must be 1")
-        if spec.kernels:
-            raise ValueError(f"reader {name!r}: kernels=true (transformers' hub kernels) is a transformers setting")
-        if spec.quantization is not None:
-            raise ValueError(
-                f"reader {name!r}: quantization={spec.quantization!r} is a bitsandbytes setting of the "
-                f"transformers backend; {cls.engine_quantization}"
-            )
+        if spec.quantization is not None or spec.kernels:
+            setting = "kernels=true (hub kernels)" if spec.kernels else f"quantization={spec.quantization!r}"
+            raise ValueError(f"reader {name!r}: {setting} is a transformers setting; {cls.engine_quantization}")
         if str(trainer.get("devices", 1)) != "1":
             raise ValueError(f"reader {name!r}: {cls.engine_devices}, not reader.trainer.devices")
 
