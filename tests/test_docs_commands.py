@@ -117,7 +117,7 @@ def test_every_other_command_names_something_that_exists(command):
     module = command.module
     if module is not None and module.startswith("harness"):
         assert importlib.util.find_spec(module) is not None, module
-    elif module is not None or command.program in ("python", ".venv/bin/python"):
+    elif module is not None or command.program in ("python", "python3", ".venv/bin/python"):
         script = command.words[1]
         if script.endswith(".py"):
             assert (REPO / script).is_file(), script

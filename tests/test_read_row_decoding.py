@@ -129,11 +129,11 @@ def test_transformers_answers_never_depend_on_the_prompts_read_with_them(tmp_pat
 def test_packed_prefill_answers_never_depend_on_the_prompts_packed_with_them(tmp_path):
     """The GPU's default prefill, checked on this CPU in its dtype: each prompt shares a chunk of 4096 tokens
     with others (or none), at another place in it."""
-    requests = hotpot_prompts(12)
-    make = lambda d: smollm2("auto", "rows", 8, d, max_new_tokens=16, prefill_tokens=4096)  # noqa: E731
+    requests = hotpot_prompts(8)
+    make = lambda d: smollm2("auto", "rows", 4, d, max_new_tokens=12, prefill_tokens=4096)  # noqa: E731
     reads = read_in_every_company(make, requests, tmp_path)
     together = reads.pop("together")
-    assert len(set(together)) > 6
+    assert len(set(together)) > 4
     for company, raws in reads.items():
         assert raws == together, company
 
