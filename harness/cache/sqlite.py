@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,24 @@ from harness.cache.network_fs import journal_mode
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+LOCKED_RETRY_SECONDS = 60.0
+
+
+def _retried_while_locked(statement: Callable[[], T]) -> T:
+    """``statement`` retried while another process holds the file: SQLite answers a journal-mode switch, and a
+    WAL file's first use while another connection recovers it, with "database is locked" at once, without
+    waiting on the connection's busy timeout (two runs opening one new cache at the same moment met it)."""
+    deadline = time.monotonic() + LOCKED_RETRY_SECONDS
+    pause = 0.01
+    while True:
+        try:
+            return statement()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
 
 # SQLite result codes for damage (SQLITE_CORRUPT, SQLITE_NOTADB); busy or I/O errors are not damage.
 _DAMAGE_CODES = {11, 26}
@@ -87,9 +106,11 @@ class SQLiteBackend:
         self._conn = conn
         # The file this connection holds: a recovery moves it aside only if nobody replaced it already.
         self._identity = self._file_identity()
-        conn.execute(f"PRAGMA journal_mode={mode}")
+        _retried_while_locked(lambda: conn.execute(f"PRAGMA journal_mode={mode}"))
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
+        _retried_while_locked(
+            lambda: conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB)")
+        )
         conn.commit()
         # Reads the schema page: a file that is not a database fails here. Damage deeper in the file shows
         # on the lookup that reaches it (scanning the whole index at every start would be slow on big caches).
