@@ -135,43 +135,28 @@ def sharing(model, weights, decode_width: int | None, **settings: Any):
     return other
 
 
-def direct_decoding(model, weights, requests) -> float:
-    """Seconds the row decoder itself takes for ``requests`` (no Lightning, no reader): what the read path adds
-    is the difference."""
+def direct_decoding(model, requests) -> float:
+    """Seconds the reader's module takes to generate ``requests`` called directly (no Lightning Trainer, no
+    response cache): what the read path adds is the difference."""
     import torch
 
-    from harness.read.row_decoding import RowDecoder
-
-    module = model.module
-    ids = [
-        module.tokenizer(model.render(r), add_special_tokens=model.add_special_tokens)["input_ids"] for r in requests
-    ]
-    eos = module.generation_config.eos_token_id
-    decoder = RowDecoder(
-        weights,
-        model.batch_size,
-        NEW_TOKENS,
-        set(eos if isinstance(eos, list) else [eos]),
-        module.tokenizer.pad_token_id or 0,
-        prefill_tokens=model.prefill_tokens,
-    )
+    prompts = [model.render(r) for r in requests]
     began = time.perf_counter()
-    decoder.generate(ids)
+    model.module.generate(prompts)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return time.perf_counter() - began
 
 
-def companies(model, requests, reference: list[str], repeat: bool = True) -> dict[str, Any]:
+def companies(model, requests, reference: list[str]) -> dict[str, Any]:
     """How many raw answers equal the reference read in other companies: every third prompt, the long half,
-    three prompts alone, and (``repeat``) the whole set read again."""
+    three prompts alone, and the whole set read again."""
     found: dict[str, Any] = {}
     thirds = list(range(0, len(requests), 3))
     long_half = list(range(len(requests) // 2, len(requests)))
     singles = [0, len(requests) // 2, len(requests) - 1]
     cases = [("every_third", thirds), ("long_half", long_half)] + [(f"alone_{i}", [i]) for i in singles]
-    if repeat:
-        cases.append(("repeat", list(range(len(requests)))))
+    cases.append(("repeat", list(range(len(requests)))))
     for label, chosen in cases:
         raw, _ = timed_read(model, [requests[i] for i in chosen])
         found[label] = f"{sum(a == reference[i] for a, i in zip(raw, chosen, strict=True))}/{len(chosen)}"
@@ -276,8 +261,8 @@ def section_bf16(args, out: Path) -> None:
     _, spent = timed_read(rows, subset)
     emit(out, "bf16", reader=f"rows={args.rows}", prompts=len(subset), seconds=round(spent, 2),
          prompts_per_s=round(len(subset) / spent, 2))  # fmt: skip
-    direct = direct_decoding(rows, model, subset)
-    emit(out, "bf16", reader=f"rows={args.rows} RowDecoder called directly", prompts=len(subset),
+    direct = direct_decoding(rows, subset)
+    emit(out, "bf16", reader=f"rows={args.rows}, its module called directly", prompts=len(subset),
          seconds=round(direct, 2), prompts_per_s=round(len(subset) / direct, 2))  # fmt: skip
     for label, width, settings, kernel in baselines:
         os.environ["HARNESS_ROW_KERNEL"] = kernel

@@ -97,9 +97,8 @@ class TransformersReader(LocalReader):
         if self.decoding == "generate":
             return "" if self.batch_size == 1 else f"|batch={self.batch_size}"
         packed = f"|prefill={self.prefill_tokens}" if self.prefill_tokens else ""
-        if not self.on_cuda:
-            return f"|rows={self.batch_size}{packed}|cpu={machine_cpu_kind()}"
-        return f"|rows={self.batch_size}{packed}" + row_attention_field(self.device_kind)
+        kernels = row_attention_field(self.device_kind) if self.on_cuda else f"|cpu={machine_cpu_kind()}"
+        return f"|rows={self.batch_size}{packed}{kernels}"
 
     @property
     def batch_invariant(self) -> bool:

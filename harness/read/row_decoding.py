@@ -70,36 +70,30 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
         output = rows_decode_attention(query, key, value, row_keys.device_starts(query.device), scale)
         return output.transpose(1, 2).contiguous(), None
-    grouped = query.shape[1] != key.shape[1]
     output = torch.zeros_like(query)
     for row, start in enumerate(row_keys.starts):
-        if start is None:
-            continue
-        output[row : row + 1] = F.scaled_dot_product_attention(
-            query[row : row + 1],
-            key[row : row + 1, :, start:],
-            value[row : row + 1, :, start:],
-            is_causal=row_keys.causal,
-            scale=scaling,
-            enable_gqa=grouped,
-        )
+        if start is not None:
+            output[row : row + 1] = _attend(
+                query[row : row + 1], key[row : row + 1, :, start:], value[row : row + 1, :, start:],
+                row_keys.causal, scaling,
+            )  # fmt: skip
     return output.transpose(1, 2).contiguous(), None
 
 
 def _segment_attention(query, key, value, segments: list[tuple[int, int]], scaling) -> torch.Tensor:
     """Causal attention of each packed prompt over its own span; padding positions get zeros."""
-    grouped = query.shape[1] != key.shape[1]
     output = torch.zeros_like(query)
     for start, end in segments:
-        output[:, :, start:end] = F.scaled_dot_product_attention(
-            query[:, :, start:end],
-            key[:, :, start:end],
-            value[:, :, start:end],
-            is_causal=True,
-            scale=scaling,
-            enable_gqa=grouped,
-        )
+        span = slice(start, end)
+        output[:, :, span] = _attend(query[:, :, span], key[:, :, span], value[:, :, span], True, scaling)
     return output.transpose(1, 2).contiguous()
+
+
+def _attend(query, key, value, causal: bool, scaling) -> torch.Tensor:
+    """One library attention call over the keys it is handed (grouped-query heads shared as the model has them)."""
+    return F.scaled_dot_product_attention(
+        query, key, value, is_causal=causal, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
+    )
 
 
 def register_row_attention() -> None:
@@ -193,8 +187,8 @@ class RowDecoder:
             logits_to_keep=torch.tensor(last, device=device),
             row_keys=RowKeys([0], causal=True, segments=segments),
         )
-        firsts = output.logits[0].argmax(dim=-1).tolist()
-        return [(SegmentCache(cache, start, end), first) for (start, end), first in zip(segments, firsts, strict=False)]
+        firsts = output.logits[0, : len(segments)].argmax(dim=-1).tolist()
+        return [(SegmentCache(cache, start, end), first) for (start, end), first in zip(segments, firsts, strict=True)]
 
     def _prefilled(self, prompts: list[list[int]]) -> list[tuple[RowCache | SegmentCache, int]]:
         """Each prompt's keys and first token: alone, or packed ``prefill_tokens`` at a time in their order."""
@@ -202,25 +196,23 @@ class RowDecoder:
             return [self._prefill(ids) for ids in prompts]
         done: list[tuple[RowCache | SegmentCache, int]] = []
         packed: list[list[int]] = []
+        filled = 0  # tokens in ``packed``
         for ids in prompts:
-            if len(ids) > self.prefill_tokens:
-                done += self._prefill_packed(packed) if packed else []
-                packed = []
-                done.append(self._prefill(ids))
-                continue
-            if sum(map(len, packed)) + len(ids) > self.prefill_tokens or len(packed) == self.width:
+            if packed and (filled + len(ids) > self.prefill_tokens or len(packed) == self.width):
                 done += self._prefill_packed(packed)
-                packed = []
-            packed.append(ids)
+                packed, filled = [], 0
+            if len(ids) > self.prefill_tokens:
+                done.append(self._prefill(ids))
+            else:
+                packed.append(ids)
+                filled += len(ids)
         return done + (self._prefill_packed(packed) if packed else [])
 
     def _refill_now(self, rows: list[_Row | None]) -> bool:
         """Whether to prefill into the free rows now. A packed prefill costs a whole chunk however few prompts
-        it holds, so it waits until half the rows are free (or none is busy); only speed depends on this."""
+        it holds, so it waits until half the rows are free; only speed depends on this."""
         free = rows.count(None)
-        if not free:
-            return False
-        return not self.prefill_tokens or free * 2 >= self.width or free == self.width
+        return free > 0 and (not self.prefill_tokens or free * 2 >= self.width)
 
     def _finished(self, row: _Row) -> bool:
         return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens
