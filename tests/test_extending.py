@@ -92,7 +92,7 @@ def test_every_component_kind_has_code_a_config_and_a_command():
         assert re.search(r"<!-- file: src/rag_ext/\w+\.py -->\n```python", body), f"{heading}: no code"
         assert re.search(r"<!-- file: conf/\w+/\w+\.yaml -->\n```yaml", body), f"{heading}: no config"
         assert re.search(r"<!-- command -->\n```sh", body), f"{heading}: no command"
-    assert [argument for argument, _, _ in blocks("command") if argument] == ["end-to-end"]
+    assert [argument for argument, _, _ in blocks("command") if argument] == ["sweep", "end-to-end"]
 
 
 def test_each_command_composes_and_names_the_page_s_code(tmp_path):
@@ -121,7 +121,10 @@ def test_each_command_composes_and_names_the_page_s_code(tmp_path):
 
 
 def run_line(line: str, root: Path) -> None:
-    """One command line of the page, run by bash in the project folder, with ``python`` this interpreter."""
+    """One command line of the page, run by bash in the project folder, with ``python`` this interpreter.
+
+    Nothing tells the run where the models are (no ``HARNESS_MODELS_DIR``): it must find the ones ``make setup``
+    converted in the harness's checkout, as a user's own project does. The cache goes to the test's folder."""
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     python = bin_dir / "python"
@@ -132,9 +135,9 @@ def run_line(line: str, root: Path) -> None:
         os.environ,
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         HARNESS_CACHE_DIR=str(root / "cache"),
-        HARNESS_MODELS_DIR=str(REPO / ".cache" / "models"),
         WANDB_MODE="disabled",
     )
+    environment.pop("HARNESS_MODELS_DIR", None)
     done = subprocess.run(["bash", "-c", line], cwd=root, env=environment, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{line}\n{done.stderr[-4000:]}"
 
@@ -181,3 +184,39 @@ def test_the_page_followed_from_outside_the_package_runs_end_to_end(tmp_path):
     table = pd.read_csv(report / "answer_lengths.csv")
     assert table.to_dict("records") == [{"packer": "most_relevant", "answer_words": rows["answer_words"].mean()}]
     assert "## Answer length by packer" in (report / "report.md").read_text()
+
+
+def test_paths_resolve_to_the_harness_checkout_from_any_folder(tmp_path, monkeypatch):
+    """``paths.models_dir`` and ``paths.cache_dir`` name the checkout's folders whatever the launch folder; the
+    environment variables still win."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_MODELS_DIR", raising=False)
+    monkeypatch.delenv("HARNESS_CACHE_DIR", raising=False)
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        paths = compose(config_name="config").paths
+    assert (paths.models_dir, paths.cache_dir) == (str(REPO / ".cache/models"), str(REPO / ".cache/harness"))
+    monkeypatch.setenv("HARNESS_MODELS_DIR", str(tmp_path / "models"))
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        assert compose(config_name="config").paths.models_dir == str(tmp_path / "models")
+
+
+@pytest.mark.slow
+def test_the_page_s_sweep_runs_from_a_folder_outside_the_repository(tmp_path):
+    assert not tmp_path.resolve().is_relative_to(REPO)
+    write_project(tmp_path)
+    (sweep,) = [body for argument, _, body in blocks("command") if argument == "sweep"]
+    harness_line, report_line = sweep.strip().splitlines()
+    _, words = command_words(harness_line, tmp_path)
+    settings = dict(w.split("=", 1) for w in words[3:] if "=" in w)
+    run_line(harness_line, tmp_path)
+    out = tmp_path / settings["hydra.sweep.dir"]
+    rows = pd.concat([pd.read_parquet(p) for p in sorted(out.glob("*/rows.parquet"))])
+    packers, budgets = settings["packer"].split(","), [int(b) for b in settings["budget"].split(",")]
+    assert sorted(set(zip(rows["packer"], rows["budget"], strict=True))) == sorted(
+        (p, b) for p in packers for b in budgets
+    )
+    assert (rows["context_tokens"] <= rows["budget"]).all()
+    # The models came from the checkout: nothing was made for them in the project folder.
+    assert not (tmp_path / ".cache").exists()
+    run_line(report_line, tmp_path)
+    assert "most_relevant" in (out / "report" / "report.md").read_text()

