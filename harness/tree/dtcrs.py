@@ -1,4 +1,5 @@
-"""DTCRS (Luo et al.): a summary tree built per question, only for questions that need one.
+"""DTCRS (Dynamic Tree Construction for Recursive Summarization): a summary tree built per question, only for
+questions that need one.
 
 1. Classify the question (extractive / abstractive / yes-no / unanswerable) with the LM, falling back
    to rules on unparsed output (``classifier=lm``); or by rules alone (``rules``); or by the question's
