@@ -86,6 +86,23 @@ def test_the_readme_is_a_landing_page_that_names_the_papers():
     assert "docs/index.md" in readme
 
 
+# Where the default reader's backend and precision are stated; every other page links there instead.
+DEFAULT_READER_PAGE = "readers.md"
+BACKEND_WORDS = re.compile(r"llama\.cpp|float32|bfloat16|\bbf16\b|transformers")
+
+
+def test_the_default_reader_s_backend_is_stated_on_one_page():
+    """A sentence that speaks of the default reader outside docs/readers.md links to it rather than naming a
+    backend or precision of its own (the pages once disagreed: llama.cpp, bf16 and float32)."""
+    for page in PAGES:
+        if page.name in (DEFAULT_READER_PAGE, "configuration.md"):  # configuration.md: the configs' own comments
+            continue
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        for sentence in re.split(r"(?<=[.:])\s|\|", text):  # sentences and table cells
+            if re.search(r"default reader|offline default", sentence) and BACKEND_WORDS.search(sentence):
+                assert f"{DEFAULT_READER_PAGE}#the-default-reader" in sentence, f"{page.name}: {sentence[:200]}"
+
+
 def test_every_page_is_in_the_index_and_the_site_nav():
     pages = {p.name for p in (REPO / "docs").glob("*.md")} - {"index.md"}
     linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[\w-]+)?\)", INDEX.read_text()))

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import struct
+import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -27,9 +30,11 @@ from harness.report.tables import Options
 from harness.runlog import wandb_report
 from harness.runlog.wandb_logger import TABLE_COLUMNS, WandbLogger
 from harness.runlog.wandb_report import WANDB_LOGGER_TARGET, WandbReport, log_report
-from tests.conftest import compose_cfg
+from tests.conftest import REPO, compose_cfg
 from tests.helpers.report_rows import packing_rows, write_sweep
 from tests.test_pipeline import run_cli
+
+WANDB_PAGE = REPO / "docs" / "wandb.md"
 
 BLOCK, HEADER = 32768, 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
@@ -295,6 +300,15 @@ def test_a_wandb_sweep_ends_with_its_report_run(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     check_report_run(sweep, group=str(sweep))
+    # docs/wandb.md's check before a sync, on this sweep: every job run and the report run, nothing uploaded.
+    [dry_run] = [line for line in WANDB_PAGE.read_text().splitlines() if line.startswith("wandb sync --dry-run ")]
+    listed = subprocess.run(
+        ["bash", "-c", dry_run.replace("outputs/first-study-wandb", str(sweep))],
+        env={k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+        | {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "Would sync 3 run(s)" in listed.stdout + listed.stderr
     for job in ("0", "1"):
         [folder] = run_folders(sweep / job)
         run = RunFiles(folder)
