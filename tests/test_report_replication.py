@@ -266,7 +266,6 @@ def test_sections_option_rebuilds_only_the_named_sections(tmp_path):
     )
     with pytest.raises(SystemExit):
         main(["--out", str(out), "--sections", "nonsense"])
-    assert main(["--out", str(tmp_path / "absent.md"), "--sections", "trees"]) == 2
 
 
 def test_a_rebuilt_section_without_old_rows_goes_after_the_earlier_sections_rows(tmp_path):
@@ -512,18 +511,121 @@ def test_packing_table_says_repeated_seeds_repeat_the_sample(tmp_path):
     assert "the seeds repeat the same sample" not in text and "so they repeat one sample" not in text
 
 
-def test_the_packing_section_links_its_contrasts_to_the_study_s_viewer(tmp_path):
+def test_the_packing_section_links_only_a_viewer_that_travels_with_the_document(tmp_path):
     studies = tmp_path / "studies"
     frames = [
         packing_rows(20, packer, budget, 42, "tiny-135m") for packer in ("packed", "submod") for budget in (96, 160)
     ]
     write_sweep(studies / PACKING.directory, frames)
-    out = tmp_path / "docs" / "replication.md"
+    # Beside the studies (the default document): relative links, one side-by-side link per budget, in the
+    # viewer's own policy labels.
+    out = studies / "replication.md"
     assert main(["--studies", str(studies), "--out", str(out), "--resamples", "200"]) == 0
     viewer = studies / PACKING.directory / "viewer.html"
     assert viewer.stat().st_size > 0
     line = next(line for line in out.read_text().splitlines() if line.startswith("Per question, what each policy"))
-    # Relative to the document, one side-by-side link per budget, in the viewer's own policy labels.
-    assert "(../studies/replication_packing/viewer.html)" in line
-    assert "[B = 96](../studies/replication_packing/viewer.html#compare=packer%3Dsubmod%2C+B%3D96%7C" in line
+    assert "(replication_packing/viewer.html)" in line
+    assert "[B = 96](replication_packing/viewer.html#compare=packer%3Dsubmod%2C+B%3D96%7C" in line
     assert "[B = 160](" in line
+    # A page outside the studies (docs/) links none of their files: it names the viewer and what writes it.
+    published = tmp_path / "docs" / "replication.md"
+    assert main(["--studies", str(studies), "--out", str(published), "--resamples", "200"]) == 0
+    text = published.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("Per question, what each policy"))
+    assert "](" not in line and "`outputs/studies/replication_packing/viewer.html`" in line
+    links = re.findall(r"\]\(([^)#]+)", text)
+    assert links and all((published.parent / link).is_file() for link in links), links
+
+
+def test_the_commands_are_the_overrides_the_rows_carry(tmp_path):
+    """Runs of the whole grid show the study's command; a 40-question slice of two budgets shows its own
+    overrides and how they differ from the study's."""
+    import yaml
+
+    def sweep(folder, budgets, extra=()):
+        frames = [packing_rows(20, p, b, s, "tiny-135m") for p in ("packed", "submod") for b in budgets for s in (42,)]
+        write_sweep(folder, frames)
+        for i, frame in enumerate(frames):
+            overrides = ["+sweeps=replication_packing", *extra, f"packer={frame.packer[0]}"]
+            overrides.append(f"budget={frame.budget[0]}")
+            (folder / str(i) / ".hydra").mkdir()
+            (folder / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([*overrides, "seed=42"]))
+
+    slice_ = tmp_path / "slice"
+    sweep(slice_ / PACKING.directory, (96, 160), ["dataset.sample_size=40"])
+    text = render(Settings(slice_, tmp_path / "r.md", 200))
+    assert PACKING.command not in text.split("## Seed 000: budgeted packing")[1].split("\n\n    python")[0]
+    assert (
+        "    python -m harness -m +sweeps=replication_packing dataset.sample_size=40 packer=packed,submod "
+        "budget=96,160 seed=42 hydra.sweep.dir=outputs/studies/replication_packing\n" in text
+    )
+    note = next(x for x in text.splitlines() if x.startswith("The `replication_packing` rows come from 4 runs"))
+    assert "`dataset.sample_size=40` added" in note
+    assert "`packer=packed,submod` where the study runs `packer=packed,focused,mmr,submod,oracle`" in note
+    assert "`budget=96,160` where the study runs `budget=96,128,160,224`" in note
+    assert "`seed=42` where the study runs `seed=42,13,7`" in note
+    assert f"The whole study: `{PACKING.command}`." in note
+
+    from harness.report.replication.provenance import made_by, study_grid
+
+    grid = study_grid(PACKING)
+    assert grid["packer"] == ["packed", "focused", "mmr", "submod", "oracle"] and grid["+sweeps"] == [
+        "replication_packing"
+    ]
+    whole = tmp_path / "whole"
+    folder = whole / PACKING.directory
+    combinations = [(p, int(b), int(s)) for p in grid["packer"] for b in grid["budget"] for s in grid["seed"]]
+    frames = [packing_rows(2, p, b, s, "tiny-135m") for p, b, s in combinations]
+    write_sweep(folder, frames)
+    for i, frame in enumerate(frames):
+        (folder / str(i) / ".hydra").mkdir()
+        overrides = ["+sweeps=replication_packing", f"packer={frame.packer[0]}", f"budget={frame.budget[0]}"]
+        overrides.append(f"seed={frame.seed[0]}")
+        (folder / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    assert made_by(Settings(whole, tmp_path / "w.md", 200), PACKING) == (PACKING.command, None)
+    (folder / "0" / "rows.parquet").unlink()  # one job short of the grid
+    command, note = made_by(Settings(whole, tmp_path / "w.md", 200), PACKING)
+    assert note is not None and "59 of the 60 combinations of these values" in note
+
+
+def test_one_seed_is_one_seed(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / PACKING.directory, [packing_rows(20, p, 160, 42, "tiny-135m") for p in ("packed", "submod")])
+    text = render(Settings(studies, tmp_path / "r.md", 200))
+    assert "1 seed (42) of 20 questions (20 distinct)" in text and "| 20 rows (1 seed, 20 distinct questions) |" in text
+    assert "1 seeds" not in text
+
+
+def test_sections_into_a_new_out_write_those_sections(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, classifier_study_rows())
+    out = tmp_path / "new" / "trees.md"
+    assert main(["--studies", str(studies), "--out", str(out), "--resamples", "200", "--sections", "trees"]) == 0
+    text = out.read_text()
+    assert "## Seed 002: RAPTOR vs the query-driven tree" in text and "## Seed 000" not in text
+    assert "| seed 002: DTCRS (lm classifier) below RAPTOR on build time (qasper) |" in text
+    assert (tmp_path / "new" / "trees" / "trees.png").stat().st_size > 0
+
+
+def test_the_papers_are_named_beside_their_short_names(tmp_path):
+    text = render(Settings(tmp_path / "none", tmp_path / "r.md", 200))
+    preamble = text[: text.index("\n## ")]
+    assert (
+        "| *Recall Is Not Enough: A Reader-Context Diagnostic for Budget-Constrained Retrieval-Augmented "
+        "Generation* | seed 000 | Ananto Nayan Bala" in preamble
+    )
+    assert "| *Finding the Right Balance: Relevance and Diversity in LLM Retrieval* | seed 001 | Guillaume" in preamble
+    assert "| *DTCRS: Dynamic Tree Construction for Recursive Summarization* | seed 002 | authors not named" in preamble
+    assert "Luo" not in text
+
+
+def test_a_tree_with_one_fresh_build_gets_no_interval_and_too_few_runs(tmp_path):
+    frames = classifier_study_rows()
+    frames[0] = frames[0].assign(**{"tree.cached": [False, True, True]})  # RAPTOR built once, read back twice
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, frames)
+    text = render(Settings(studies, tmp_path / "r.md", 200))
+    row = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS (lm classifier) below RAPTOR on build"))
+    # DTCRS (lm) 41 s against one RAPTOR build of 100 s: -59%, and no verdict from one build
+    assert "| too few runs (3 DTCRS and 1 RAPTOR build; 2 per tree at least) | -59% (no interval) vs paper" in row
+    assert "reversed" not in row and "MDE 0%" not in text

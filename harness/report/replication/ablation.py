@@ -17,6 +17,7 @@ from harness.report.replication.common import (
     _overrides,
     _power,
 )
+from harness.report.replication.provenance import study_commands
 
 # ----------------------------------------------------------------------------------------------------------
 # seed 000: packing ablation
@@ -45,7 +46,7 @@ def ablation_section(settings: Settings) -> Section:
         "(sentence | window | candidate) and the naive packer's `packer.misfit`. The sweep changes one at a "
         f"time on {rows['qkey'].nunique()} questions at B = {int(rows['budget'].iloc[0])} (selection only).",
     )
-    section.command(ABLATION.command, "python -m harness.report replicate")
+    study_commands(section, settings, [ABLATION], "python -m harness.report replicate")
     default = rows[rows["setting"] == "submod"]
     records, results = [], {}
     for setting in dict.fromkeys(rows["setting"]):

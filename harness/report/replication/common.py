@@ -239,6 +239,11 @@ def verdict(
     return "not reproduced (the interval includes zero)"
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 seed"``, ``"3 seeds"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _diff(result: dict) -> str:
     return fmt_ci(result["mean_diff"], result["ci_low"], result["ci_high"])
 
@@ -255,6 +260,8 @@ def _evidence(result: dict, paper: float = math.nan) -> str:
 
 
 def _verdict(result: dict, direction: int = 1, paper: float = math.nan) -> str:
+    if result["n_questions"] < 2:  # one pair resamples to itself: an interval of zero width says nothing
+        return f"too few runs (n = {result['n_questions']} question{'' if result['n_questions'] == 1 else 's'})"
     return verdict(result["ci_low"], result["ci_high"], direction, mde=result["mde"], paper=paper)
 
 
@@ -266,7 +273,11 @@ def viewer_links(
 ) -> None:
     """Write the study's evidence viewer (``<study dir>/viewer.html``, once per process) and add a line linking
     the section to it and each contrast (``(label a, label b, text)``, labels as the viewer names its policies:
-    ``harness.report.viewer.data.variant_label``) to its two policies side by side."""
+    ``harness.report.viewer.data.variant_label``) to its two policies side by side.
+
+    A link goes only to a viewer that travels with the document: one in the document's own folder tree (the
+    default document beside the studies). The published page (docs/) never links into the git-ignored studies,
+    which a fresh clone lacks and the site does not carry: it says where the viewer is written instead."""
     from harness.report.load import annotate
     from harness.report.viewer import VIEWER_FILE, compare_hash, write_viewer
 
@@ -280,6 +291,16 @@ def viewer_links(
             log.warning("no viewer for %s: %s", folder, error)
             return
         _VIEWERS_WRITTEN.add(path)
+    shown = (study.path(DEFAULT_STUDIES) / VIEWER_FILE).as_posix()
+    if not (path.is_file() and path.resolve().is_relative_to(settings.out.parent.resolve())):
+        section.add(
+            "",
+            f"Per question, what each policy put in front of the reader: the study's evidence viewer, `{shown}`, "
+            "which `python -m harness.report replicate` writes beside the study's runs (a file of the runs, not "
+            "of this page: run the study's command above, then open it; its menu of one-key comparisons pairs "
+            "the policies the contrasts compare).",
+        )
+        return
     href = Path(os.path.relpath(path.resolve(), settings.out.parent.resolve())).as_posix()
     links = [f"[{text}]({href}#{compare_hash(a, b)})" for a, b, text in contrasts]
     section.add(

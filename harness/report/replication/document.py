@@ -64,7 +64,34 @@ VERDICTS_HEADING = "## Verdicts"
 _CELL = re.compile(r"(?<!\\)\|")
 
 
-def render(settings: Settings) -> str:
+# The papers by the short names the sections use, with the titles and authors their texts give (seed 002's
+# text names no authors, so none is given).
+PAPERS = (
+    (
+        "seed 000",
+        "Recall Is Not Enough: A Reader-Context Diagnostic for Budget-Constrained Retrieval-Augmented Generation",
+        "Ananto Nayan Bala (Ahsanullah University of Science and Technology); preprint",
+    ),
+    (
+        "seed 001",
+        "Finding the Right Balance: Relevance and Diversity in LLM Retrieval",
+        "Guillaume Brouillette, Faustin Kagabo, Usef Faghihi, Nadia Ghazzali; arXiv 2610.09412",
+    ),
+    (
+        "seed 002",
+        "DTCRS: Dynamic Tree Construction for Recursive Summarization",
+        "authors not named in the paper's text; compared against RAPTOR (Sarthi et al., 2024, \"RAPTOR: Recursive "
+        'Abstractive Processing for Tree-Organized Retrieval", ICLR 2024)',
+    ),
+)
+
+
+def papers_table() -> str:
+    return to_markdown(pd.DataFrame([{"paper": f"*{t}*", "here": s, "authors": a} for s, t, a in PAPERS]))
+
+
+def render(settings: Settings, names: Sequence[str] = SECTION_NAMES) -> str:
+    """The document with the sections ``names`` (all by default), in the document's order."""
     parts = [
         "# Replication study",
         "",
@@ -72,11 +99,15 @@ def render(settings: Settings) -> str:
         f"`{settings.studies}`; do not edit by hand. Each section gives the paper's claim, the command that "
         "made its runs, the tables with 95% intervals and a verdict: *reproduced* (interval on the paper's "
         "side of zero), *reversed* (on the other side), *not reproduced* (includes zero).",
+        "",
+        "The papers, by the short names the sections and verdicts use:",
+        "",
+        papers_table(),
     ]
     sections = []
-    for build in SECTIONS:
-        log.info("section: %s", build.__name__)
-        sections.append(build(settings))
+    for spec in (s for s in SECTION_SPECS if s.name in names):
+        log.info("section: %s", spec.build.__name__)
+        sections.append(spec.build(settings))
     parts += [line for note in settings.notes for line in ("", f"**{note}**")]
     summary = [v for section in sections for v in section.verdicts]
     if summary:
@@ -190,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=SECTION_NAMES,
         metavar="NAME",
-        help="rebuild only these sections (and their verdict rows) inside the existing --out document, "
-        f"keeping every other section as written; one or more of: {', '.join(SECTION_NAMES)}",
+        help="rebuild only these sections (and their verdict rows) inside the --out document, keeping every "
+        "other section as written; a --out that does not exist yet is written with these sections alone. One or "
+        f"more of: {', '.join(SECTION_NAMES)}",
     )
     parser.add_argument(
         "--commands",
@@ -213,16 +245,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileExistsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.sections:
-        if not settings.out.is_file():
-            print(f"--sections rebuilds sections inside an existing document; {settings.out} does not exist")
-            return 2
+    if args.sections and settings.out.is_file():
         text = rebuild_sections(settings.out.read_text(), args.sections, settings)
         settings.out.write_text(text)
         print(f"rebuilt {', '.join(args.sections)} in {settings.out} ({len(text.splitlines())} lines)")
         return 0
-    text = render(settings)
+    text = render(settings, args.sections or SECTION_NAMES)
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     settings.out.write_text(text)
-    print(f"wrote {settings.out} ({len(text.splitlines())} lines) and figures in {settings.figures}")
+    only = f" (sections {', '.join(args.sections)})" if args.sections else ""
+    print(f"wrote {settings.out}{only} ({len(text.splitlines())} lines) and figures in {settings.figures}")
     return 0

@@ -21,8 +21,10 @@ from harness.report.replication.common import (
     INJECTION_OPEN,
     Section,
     Settings,
+    counted,
     verdict,
 )
+from harness.report.replication.provenance import study_commands
 
 log = logging.getLogger("harness.report.replication")
 
@@ -48,10 +50,11 @@ def injection_section(settings: Settings) -> Section:
         "diversifies only when the kNN top-k's Vendi score falls below the question's evidence count h tracks "
         "the envelope of the best fixed method and has the smallest worst-case regret. Seed 001 measures this "
         "on open-retrieval pools of 100 candidates; the 10-paragraph distractor pools are the small-pool "
-        "contrast. Test S-Recall@5 at each method's operating point tuned on a 20% validation split, 3 seeds "
-        "averaged within a question.",
+        "contrast. Test S-Recall@5 at each method's operating point tuned on a 20% validation split, a question's "
+        "seeds averaged within it.",
     )
-    section.command(INJECTION_OPEN.command, INJECTION_DISTRACTOR.command, "python -m harness.report replicate")
+    made = [s for s, r in ((INJECTION_OPEN, open_rows), (INJECTION_DISTRACTOR, distractor_rows)) if r is not None]
+    study_commands(section, settings, made, "python -m harness.report replicate")
     for label, rows, study in (
         ("Open retrieval, pools of 100 (HotpotQA fullwiki sample)", open_rows, INJECTION_OPEN),
         ("Distractor, pools of 10 (HotpotQA distractor sample)", distractor_rows, INJECTION_DISTRACTOR),
@@ -66,8 +69,8 @@ def injection_section(settings: Settings) -> Section:
             section.add("The rows do not hold a diversity study (need kNN and at least one other method).")
             continue
         section.add(
-            f"{rows['qkey'].nunique()} distinct questions over {rows['seed'].nunique()} seeds, "
-            f"{rows['run_dir'].nunique()} runs. Test S-Recall@5 [95% CI]:"
+            f"{rows['qkey'].nunique()} distinct questions over {counted(rows['seed'].nunique(), 'seed')}, "
+            f"{counted(rows['run_dir'].nunique(), 'run')}. Test S-Recall@5 [95% CI]:"
         )
         section.table(tables["diversity_s_recall"].display)
         if "diversity_robustness" not in tables or not studies:

@@ -35,6 +35,7 @@ from harness.report.replication.common import (
     read_with,
     verdict,
 )
+from harness.report.replication.provenance import study_commands
 from harness.report.validity import aic_over_recall
 from harness.stats.analyses import correlations
 from harness.stats.power import mde_from_standard_error
@@ -64,7 +65,7 @@ def ladder_section(settings: Settings) -> Section:
         f"packers, readers {read_with(rows)}, greedy. The papers' readers (Qwen2.5 3B-32B) are configs "
         "(`reader=qwen2.5_7b` ...) for machines that have their weights; this ladder is what loads offline.",
     )
-    section.command(LADDER.command, "python -m harness.report replicate")
+    study_commands(section, settings, [LADDER], "python -m harness.report replicate")
     means, contrasts, validity = [], [], []
     for reader in readers:
         at_reader = rows[rows["reader"] == reader]

@@ -38,9 +38,11 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
+    counted,
     read_with,
     viewer_links,
 )
+from harness.report.replication.provenance import study_commands
 from harness.report.viewer.data import variant_label
 
 log = logging.getLogger("harness.report.replication")
@@ -75,9 +77,7 @@ def row_count(rows: pd.DataFrame, metrics: list[str] | tuple[str, ...]) -> str:
     """``"1455 rows (3 seeds, 485 distinct questions; the seeds repeat the same sample)"``, the last clause
     only when :func:`seeds_repeat` holds."""
     n_seeds = rows["seed"].nunique() if "seed" in rows.columns else 1
-    label = (
-        f"{len(rows)} rows ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {rows['qkey'].nunique()} distinct questions"
-    )
+    label = f"{len(rows)} rows ({counted(n_seeds, 'seed')}, {rows['qkey'].nunique()} distinct questions"
     return label + ("; the seeds repeat the same sample)" if seeds_repeat(rows, metrics) else ")")
 
 
@@ -111,7 +111,8 @@ def packing_section(settings: Settings) -> Section:
         "0.779 vs 0.685).",
         "",
         f"Setting: {', '.join(sorted(rows['dataset'].astype(str).unique()))}, every packer choosing from the whole "
-        f"pool, {len(n_q)} seeds ({', '.join(str(s) for s in n_q.index)}) of {int(n_q.iloc[0])} questions each "
+        f"pool, {counted(len(n_q), 'seed')} ({', '.join(str(s) for s in n_q.index)}) of {int(n_q.iloc[0])} "
+        f"questions {'each ' if len(n_q) > 1 else ''}"
         f"({rows['qkey'].nunique()} distinct"
         + (
             "; the seeds draw the same questions and give identical rows, so they repeat one sample"
@@ -129,7 +130,9 @@ def packing_section(settings: Settings) -> Section:
             else "F1 and EM: not run yet (`" + READER_BUDGETS.command + "`)."
         ),
     )
-    section.command(PACKING.command, READER_BUDGETS.command, LLMLINGUA.command, "python -m harness.report replicate")
+    others = settings.load(PACKING_DATASETS)
+    studies = [PACKING, *(s for s in (PACKING_DATASETS,) if others is not None), READER_BUDGETS, LLMLINGUA]
+    study_commands(section, settings, studies, "python -m harness.report replicate")
     records = []
     for budget in sorted(rows["budget"].unique()):
         for packer in _ordered_packers(pd.concat([rows, read]) if read is not None else rows):
@@ -157,7 +160,6 @@ def packing_section(settings: Settings) -> Section:
     section.table(pd.DataFrame(records))
 
     contrasts = _packing_contrasts(rows, read, settings, main=True)
-    others = settings.load(PACKING_DATASETS)
     if others is not None:
         for _, one_dataset in others.groupby(others["dataset"].astype(str), sort=True):
             contrasts += _packing_contrasts(one_dataset, None, settings, main=False)

@@ -19,6 +19,7 @@ from harness.report.replication.common import (
     _verdict,
     read_with,
 )
+from harness.report.replication.provenance import study_commands
 
 # Reader-scored contrasts of the powered reader study: the paper's comparison, the heuristic it beats, and
 # the headroom an oracle leaves.
@@ -40,7 +41,7 @@ def reader_columns_section(settings: Settings) -> Section:
         f"{rows['qkey'].nunique()} IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}): the strongest "
         "offline rung, beside the default reader of the packing table's F1 and EM columns.",
     )
-    section.command(READER_IRCOT.command, "python -m harness.report replicate")
+    study_commands(section, settings, [READER_IRCOT], "python -m harness.report replicate")
     metrics = (F1, EM, ANSWER_IN_CONTEXT)
     records = []
     for packer in _ordered_packers(rows):

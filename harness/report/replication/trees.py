@@ -22,6 +22,7 @@ from harness.report.replication.common import (
     verdict,
     viewer_links,
 )
+from harness.report.replication.provenance import study_commands
 from harness.report.trees import classified_questions, classifier_agreement
 from harness.stats.power import mde_from_standard_error
 
@@ -34,6 +35,7 @@ log = logging.getLogger("harness.report.replication")
 CLASSIFY_TREE = "dtcrs_classify"  # the study's classification-only runs (no tree), on every question
 CLASSIFIER_ORDER = ("lm", "annotation", "rules")
 PAPER_ABSTRACTIVE_SHARE = 0.20  # seed 002: more than 20% of QASPER questions are abstractive
+MIN_BUILDS = 2  # fresh builds of each tree below which a change gets no interval and no verdict
 
 
 def _variants(rows: pd.DataFrame) -> pd.Series:
@@ -108,7 +110,7 @@ def trees_section(settings: Settings) -> Section:
         "names no type or several) and `annotation` (the annotated answer type, an oracle that separates "
         "tree construction from classification). Totals are per dataset.",
     )
-    section.command(TREES.command, "python -m harness.report replicate --sections trees")
+    study_commands(section, settings, [TREES], "python -m harness.report replicate --sections trees")
     viewer_links(section, settings, TREES)
     rows = rows.assign(variant=_variants(rows))
     classified = _classifier_summary(rows)
@@ -311,12 +313,19 @@ def _tree_verdicts(
             continue
         a, b = dtcrs[column].to_numpy(float), raptor[column].to_numpy(float)
         change = a.sum() / b.sum() - 1 if b.sum() else math.nan
-        low, high, se = _ratio_ci(a, b, settings)
-        mde = mde_from_standard_error(se)
-        # Only the build time has a figure in the paper; "fewer nodes" is a direction without a size.
-        outcome = verdict(low, high, direction=-1, mde=mde, paper=effect, percent=True)
-        figure = f"{change:+.0%} [{low:+.0%}, {high:+.0%}]"
-        power = f"{len(a)} DTCRS and {len(b)} RAPTOR builds, MDE {mde:.0%}"
+        builds = f"{len(a)} DTCRS and {len(b)} RAPTOR build{'' if len(b) == 1 else 's'}"
+        if min(len(a), len(b)) < MIN_BUILDS:
+            # Resampling one build gives it back every time: a zero-width interval and an MDE of 0%, which
+            # would read as certainty. Below two builds a side there is no spread to measure.
+            outcome = f"too few runs ({builds}; {MIN_BUILDS} per tree at least)"
+            figure, power = f"{change:+.0%} (no interval)", builds
+        else:
+            low, high, se = _ratio_ci(a, b, settings)
+            mde = mde_from_standard_error(se)
+            # Only the build time has a figure in the paper; "fewer nodes" is a direction without a size.
+            outcome = verdict(low, high, direction=-1, mde=mde, paper=effect, percent=True)
+            figure = f"{change:+.0%} [{low:+.0%}, {high:+.0%}]"
+            power = f"{builds}, MDE {mde:.0%}"
         lines.append(
             f"- {dataset}, {name}: {quantity} {figure} ({power})" + (f"; paper {paper} → {outcome}" if paper else "")
         )
