@@ -279,9 +279,9 @@ def _launcher_lines(*overrides: str) -> list[str]:
 def test_launchers_that_would_give_a_gpu_reader_no_gpu_or_the_same_gpu_twice_are_refused():
     (ray,) = _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=ray_local", "hydra.launcher.ray.remote.num_gpus=0")
     assert ray.startswith("hydra.launcher.ray.remote.num_gpus=0 but reader 'qwen2.5-7b' needs 1 GPU(s)")
-    (joblib,) = _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=local_parallel")
+    (joblib,) = _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=2")
     assert joblib.startswith("hydra.launcher.n_jobs=2 runs several jobs at once") and "cuda:0" in joblib
-    assert _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=1") == []
+    assert _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=local_parallel") == []  # n_jobs resolves to 1
     assert _launcher_lines("hydra/launcher=local_parallel") == []  # CPU readers share the cores as before
     (tasks,) = _launcher_lines("reader=qwen2.5_7b", "hydra/launcher=slurm", "hydra.launcher.tasks_per_node=4")
     assert tasks.startswith("hydra.launcher.tasks_per_node=4 runs the whole job 4 times") and "devices=4" in tasks
@@ -295,7 +295,9 @@ def test_launchers_that_would_give_a_gpu_reader_no_gpu_or_the_same_gpu_twice_are
 
 
 def test_the_config_check_names_a_launcher_problem_in_a_composed_job():
-    lines = problems(cfg("reader=qwen2.5_7b", "reader.allow_cpu=true", "hydra/launcher=local_parallel", hydra=True))
+    overrides = ("reader=qwen2.5_7b", "reader.allow_cpu=true", "hydra/launcher=local_parallel")
+    overrides += ("hydra.launcher.n_jobs=2",)
+    lines = problems(cfg(*overrides, hydra=True))
     assert len(lines) == 1 and "hydra.launcher.n_jobs=2" in lines[0]
 
 

@@ -41,14 +41,25 @@ def reader_gpus(reader: Mapping[str, Any] | None) -> int:
 
 
 def reader_gpus_resolver(*, _root_: DictConfig) -> int:
-    """``${reader_gpus:}`` in a launcher config: the GPUs the composed config's reader needs."""
-    reader = OmegaConf.select(_root_, "reader", default=None)
-    return reader_gpus(_plain(reader) if reader is not None else None)
+    """``${reader_gpus:}`` in a launcher config: the GPUs the launcher gives each job. One job's config: its
+    reader's. A multirun's master config (what the launcher is built from), or the hydra node alone that
+    ``--cfg hydra`` prints: the most any of the sweep's jobs needs (``harness.run.sweep_jobs``)."""
+    from harness.run.sweep_jobs import launched_readers
+
+    return max((reader_gpus(reader) for reader in launched_readers(_root_)), default=0)
+
+
+def parallel_jobs_resolver(cpu_jobs: int, *, _root_: DictConfig) -> int:
+    """``${parallel_jobs:N}`` in the joblib launcher: N jobs at once when no job's reader needs a GPU, else 1
+    (joblib's processes all see every GPU, and each would put its reader on cuda:0)."""
+    return 1 if reader_gpus_resolver(_root_=_root_) else int(cpu_jobs)
 
 
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("reader_gpus"):
         OmegaConf.register_new_resolver("reader_gpus", reader_gpus_resolver)
+    if not OmegaConf.has_resolver("parallel_jobs"):
+        OmegaConf.register_new_resolver("parallel_jobs", parallel_jobs_resolver)
 
 
 def _launcher(cfg: DictConfig) -> DictConfig | None:
