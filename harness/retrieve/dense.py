@@ -2,9 +2,9 @@
 
 Two settings:
 - ``distractor``: each question's pool is ranked from its own documents (HotpotQA distractor, MuSiQue, 2Wiki).
-- ``open``: one index over the union of every question's documents (deduplicated by content), searched
-  per question; a retrieved document keeps the question's own id when it is one of the question's documents,
-  so gold identity survives the merge.
+- ``open``: one index over the union of every question's documents (deduplicated by content,
+  ``harness.retrieve.corpus``), searched per question; a retrieved document keeps the question's own id when
+  it is one of the question's documents, so gold identity survives the merge.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from harness.cache import stable_hash
-from harness.core.types import Candidate, Document, Example, Pool
+from harness.core.types import Candidate, Example, Pool
+from harness.retrieve.corpus import (  # noqa: F401 - document_text is this module's public name too
+    OPEN_POOL_SIZE,
+    check_retrieval,
+    document_text,
+    make_candidate,
+    open_corpus,
+)
 from harness.retrieve.encoder import Encoder
 
 log = logging.getLogger(__name__)
-
-
-def document_text(doc: Document, embed_title: bool = True) -> str:
-    """What the encoder sees for a document: "title: text", or the text alone with ``embed_title=False``."""
-    return f"{doc.title}: {doc.text}" if doc.title and embed_title else doc.text
 
 
 def candidate_text(candidate: Candidate, embed_title: bool = True) -> str:
@@ -41,6 +42,15 @@ def embeds_title(encoder) -> bool:
     it is keyed by the embedded text itself, which differs with and without the title.
     """
     return bool(getattr(encoder, "embed_title", True))
+
+
+def check_embed_title(encoder, embed_title: bool) -> None:
+    """ValueError when ``retriever.embed_title`` and the encoder's disagree (every retriever embeds passages)."""
+    if embeds_title(encoder) != bool(embed_title):
+        raise ValueError(
+            f"retriever.embed_title={embed_title} but retriever.encoder.embed_title={embeds_title(encoder)}: "
+            "set retriever.embed_title only (the encoder follows it)"
+        )
 
 
 # From this many vectors an exact search moves to the GPUs (when faiss has GPU support and CUDA is visible):
@@ -70,32 +80,13 @@ def inner_product_search(vectors: np.ndarray, queries: np.ndarray, top: int) -> 
     return index.search(np.ascontiguousarray(queries, dtype=np.float32), min(top, len(vectors)))
 
 
-def _candidate(doc: Document, source_id: str, score: float) -> Candidate:
-    return Candidate(
-        cand_id=source_id,
-        text=doc.text,
-        source_ids=(source_id,),
-        title=doc.title,
-        sentences=tuple(s.strip() for s in doc.sentences if s.strip()),
-        score=float(score),
-        kind="document",
-    )
-
-
 class DenseRetriever:
     def __init__(
         self, encoder: Encoder, setting: str = "distractor", pool_size: int | None = None, embed_title: bool = True
     ) -> None:
-        if embeds_title(encoder) != bool(embed_title):
-            raise ValueError(
-                f"retriever.embed_title={embed_title} but retriever.encoder.embed_title={embeds_title(encoder)}: "
-                "set retriever.embed_title only (the encoder follows it)"
-            )
+        check_embed_title(encoder, embed_title)
         self.embed_title = bool(embed_title)
-        if setting not in ("distractor", "open"):
-            raise ValueError(f"retriever.setting must be 'distractor' or 'open', got {setting!r}")
-        if pool_size is not None and pool_size < 1:
-            raise ValueError(f"retriever.pool_size must be >= 1 or null, got {pool_size}")
+        check_retrieval(setting, pool_size)
         self.encoder = encoder
         self.setting = setting
         self.pool_size = pool_size
@@ -124,7 +115,7 @@ class DenseRetriever:
                 Pool(
                     example=ex,
                     candidates=[
-                        _candidate(ex.documents[i], ex.documents[i].doc_id, s)
+                        make_candidate(ex.documents[i], ex.documents[i].doc_id, s)
                         for i, s in zip(chosen, scores[0], strict=False)
                     ],
                     embeddings=doc_vectors[chosen],
@@ -134,31 +125,14 @@ class DenseRetriever:
         return pools
 
     def _retrieve_open(self, examples: list[Example], queries: np.ndarray) -> list[Pool]:
-        corpus: dict[str, Document] = {}
-        owners: dict[str, dict[str, str]] = {}  # content key -> {question_id: that question's doc id}
-        seen_collections: set[int] = set()
-        for ex in examples:
-            # A corpus shared by reference between questions (BEIR) is indexed once; its ids are global.
-            if id(ex.documents) in seen_collections:
-                continue
-            seen_collections.add(id(ex.documents))
-            for doc in ex.documents:
-                key = stable_hash(doc.title, doc.text)
-                corpus.setdefault(key, doc)
-                owners.setdefault(key, {})[ex.question_id] = doc.doc_id
-        keys = list(corpus)
-        vectors = self.encoder.encode_documents([document_text(corpus[k], self.embed_title) for k in keys])
-        top = self.pool_size or 100
+        corpus = open_corpus(examples)
+        vectors = self.encoder.encode_documents([document_text(doc, self.embed_title) for doc in corpus.documents])
+        top = self.pool_size or OPEN_POOL_SIZE
         scores, order = inner_product_search(vectors, queries, top)
-        log.info("open retrieval: %d documents indexed, pool size %d", len(keys), top)
+        log.info("open retrieval: %d documents indexed, pool size %d", len(corpus), top)
         pools = []
         for qi, ex in enumerate(examples):
             chosen = order[qi][order[qi] >= 0]
-            candidates = []
-            for i, s in zip(chosen, scores[qi], strict=False):
-                key = keys[i]
-                owner = owners[key]
-                source_id = owner.get(ex.question_id) or next(iter(owner.values()))
-                candidates.append(_candidate(corpus[key], source_id, s))
+            candidates = corpus.candidates(chosen, scores[qi][: len(chosen)], ex.question_id)
             pools.append(Pool(ex, candidates, vectors[chosen], queries[qi]))
         return pools

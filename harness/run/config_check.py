@@ -27,6 +27,7 @@ from harness.run.cpu_check import cpu_problems
 from harness.run.device_check import device_problems
 from harness.run.install_check import kernels_problems, version_problems
 from harness.run.launcher_check import RAY_CONNECT_SECONDS, launcher_problems, ray_address_problems
+from harness.run.retriever_check import empty_corpus_problems, retriever_problems
 from harness.run.secret_paths import secret_folder_problems
 from harness.run.service_check import (
     LIBPQ_PARAMETERS,
@@ -352,6 +353,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
         url = None
     if is_url(url):
         found += url_problems(str(url))
+    found += retriever_problems(cfg)
     found += reader_class_problems(cfg)
     found += vllm_problems(cfg)
     found += server_url_problems(cfg)
@@ -376,6 +378,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
         from harness.run.dataset_check import dataset_problems
 
         found += dataset_problems(cfg, Path(config_file).parent)
+        found += [] if found else empty_corpus_problems(cfg)
     return found
 
 
