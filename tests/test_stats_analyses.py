@@ -146,7 +146,7 @@ def test_gain_decomposition_by_hand():
     assert parts["from_entered"] == pytest.approx(0.2)
     assert parts["from_left"] == pytest.approx(-0.1)
     assert parts["from_others"] == pytest.approx(0.1)
-    assert parts["share_entered"] == pytest.approx(1.0)
+    assert parts["entered_share"] == pytest.approx(0.5)  # one entry, one exit
     assert (parts["n_entered"], parts["n_left"], parts["n_pairs"], parts["n"]) == (1, 1, 3, 3)
 
 

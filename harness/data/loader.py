@@ -216,11 +216,12 @@ def load_dataset(
     ``split``, ``setting``, ``source`` and further ``options``: as :func:`load_examples` takes them.
     """
     check_sample_size(sample_size)  # before reading: a bad size fails at once
+    named = "the demo set" if path is None else str(path)  # as the config gives it, for the warning
     if path is not None:
         path = _absolute(path)
     examples = load_examples(path, layout, name=name, split=split, setting=setting, source=source, **options)
     examples = add_answer_aliases(examples, None if aliases is None else _absolute(aliases))
-    return subsample(examples, sample_size, seed)
+    return subsample(examples, sample_size, seed, source=named)
 
 
 def _absolute(path: str | Path) -> Path:

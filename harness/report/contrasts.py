@@ -175,7 +175,7 @@ def contrast_tables(
                 "from answer entering (0→1)": dec["from_entered"].map(fmt),
                 "from answer leaving (1→0)": dec["from_left"].map(fmt),
                 "from others": dec["from_others"].map(fmt),
-                "share entering": dec["share_entered"].map(fmt),
+                "entering share of transitions": dec["entered_share"].map(fmt),
                 "pairs 0→1 / 1→0 / all": [f"{r.n_entered} / {r.n_left} / {r.n_pairs}" for r in dec.itertuples()],
             }
         )
@@ -186,7 +186,8 @@ def contrast_tables(
                 dec,
                 dec_display,
                 "Per (question, seed) pair by the answer-in-context transition "
-                "baseline → policy; the three parts sum to the contrast.",
+                "baseline → policy; the three parts sum to the contrast. Entering share of transitions: "
+                "pairs 0→1 over pairs 0→1 and 1→0.",
             )
         )
     return tables, data

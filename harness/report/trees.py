@@ -13,34 +13,56 @@ import pandas as pd
 from harness.metrics.registry import QASPER_F1
 from harness.report.common import Options
 from harness.report.formatting import ReportTable, fmt
-from harness.report.load import Layout
+from harness.report.load import Layout, format_value, short_name
 from harness.stats.bootstrap import bootstrap_mean_ci
 
 
 def score_by_question_type_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
-    """Mean score per question type and policy (QASPER: extractive / abstractive / yes-no / unanswerable)."""
+    """Mean score per question type and policy (QASPER: extractive / abstractive / yes-no / unanswerable), at
+    each setting (budget, dataset) of the rows: ``n`` counts the distinct questions of the type there, so a
+    question read at three budgets or by three seeds counts once per budget, never three times in one row."""
     metric = QASPER_F1 if QASPER_F1 in rows and rows[QASPER_F1].notna().any() else options.metric
     if "qtype" not in rows or rows["qtype"].nunique() < 2 or metric not in rows:
         return None
     type_column = "qasper_answer_type" if metric == QASPER_F1 and "qasper_answer_type" in rows else "qtype"
+    settings = [c for c in (layout.settings if layout is not None else ()) if c in rows]
+    question = "qkey" if "qkey" in rows else "question_id"
     records = []
-    for (policy, qtype), group in rows.groupby(["policy", type_column], sort=True):
+    for values, group in rows.groupby([*settings, "policy", type_column], sort=True, dropna=False, observed=True):
+        *at, policy, qtype = values
         mean, low, high = bootstrap_mean_ci(
             group[metric].to_numpy(float), n_resamples=min(options.n_resamples, 2000), seed=options.seed
         )
         records.append(
-            {"policy": policy, "question_type": qtype, "n": len(group), "mean": mean, "ci_low": low, "ci_high": high}
+            {
+                **dict(zip(settings, at, strict=True)),
+                "policy": policy,
+                "question_type": qtype,
+                "n": int(group[question].nunique()),
+                "n_rows": len(group),
+                "mean": mean,
+                "ci_low": low,
+                "ci_high": high,
+            }
         )
     data = pd.DataFrame(records)
-    display = data.pivot(index="question_type", columns="policy", values="mean").map(fmt).reset_index()
-    counts = data.groupby("question_type")["n"].max()
-    display.insert(1, "n", display["question_type"].map(counts))
+    index = [*settings, "question_type"]
+    display = data.pivot_table(index=index, columns="policy", values="mean", aggfunc="first", dropna=False)
+    display = display.map(fmt).reset_index()
+    counts = data.groupby(index, dropna=False)["n"].max().reset_index()
+    display = display.merge(counts, on=index, how="left")
+    display = display[[*index, "n", *(c for c in display.columns if c not in (*index, "n"))]]
+    for column in settings:
+        display[column] = display[column].map(format_value)
+    display = display.rename(columns={c: short_name(c) for c in settings})
+    where = f" at each {', '.join(short_name(c) for c in settings)}" if settings else ""
     return ReportTable(
         "score_by_question_type",
         f"{metric} by question type",
         data,
         display,
-        note=f"Mean {metric} per question type (rows pooled over seeds); CIs in the CSV.",
+        note=f"Mean {metric} per question type (rows pooled over seeds); n = distinct questions of the type{where}; "
+        "CIs in the CSV.",
     )
 
 

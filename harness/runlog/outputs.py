@@ -104,7 +104,13 @@ def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
 
 
 def summarize(rows: pd.DataFrame, seed: int = 0, n_resamples: int = 2000) -> pd.DataFrame:
-    columns = [c for c in SUMMARY_METRICS if c in rows.columns and pd.api.types.is_numeric_dtype(rows[c])]
+    """Mean, interval and n of each summary metric the run computed: a metric with no value in any row (the
+    reader's scores of a read=false run) is left out, not shown as a NaN row."""
+    columns = [
+        c
+        for c in SUMMARY_METRICS
+        if c in rows.columns and pd.api.types.is_numeric_dtype(rows[c]) and rows[c].notna().any()
+    ]
     return summarize_columns(rows, columns, n_resamples=n_resamples, seed=seed)
 
 
@@ -149,6 +155,8 @@ def print_summary(summary: pd.DataFrame, title: str) -> None:
     for column in ("metric", "mean", "95% CI", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for rec in summary.itertuples():
+        if not rec.n:  # not computed (a summary.json written before such metrics were left out)
+            continue
         # Three significant digits: a bootstrap interval over a few hundred questions carries no more
         # (summary.json keeps full precision).
         table.add_row(rec.metric, f"{rec.mean:.3g}", f"[{rec.ci_low:.3g}, {rec.ci_high:.3g}]", str(rec.n))

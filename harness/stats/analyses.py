@@ -247,7 +247,9 @@ def gain_decomposition(
 
     Each (question, seed) pair is weighted by 1 / (its question's number of pairs) and divided by the number
     of questions, so the three parts sum to the seed-averaged mean difference that ``paired_contrast``
-    reports. ``share_entered`` is the entered part over the total (NaN when the total is 0).
+    reports. ``entered_share`` is the share of the answer's transitions that were entries, n 0 -> 1 over
+    n 0 -> 1 plus n 1 -> 0 (NaN without transitions): a share of pairs, between 0 and 1, unlike the entered
+    part over the total, which runs off to -6.5 or 7.5 when the net change is near zero.
     """
     pairs = matched_pairs(rows_a, rows_b, metric, question, seed_column, extra=[flag]).dropna(subset=["a", "b"])
     if pairs.empty:
@@ -256,7 +258,7 @@ def gain_decomposition(
             "from_entered": math.nan,
             "from_left": math.nan,
             "from_others": math.nan,
-            "share_entered": math.nan,
+            "entered_share": math.nan,
             "n_entered": 0,
             "n_left": 0,
             "n_pairs": 0,
@@ -270,12 +272,13 @@ def gain_decomposition(
     left = (before == 1) & (after == 0)
     total = float(contribution.sum())
     from_entered = float(contribution[entered].sum())
+    transitions = int(entered.sum() + left.sum())
     return {
         "mean_diff": total,
         "from_entered": from_entered,
         "from_left": float(contribution[left].sum()),
         "from_others": float(contribution[~entered & ~left].sum()),
-        "share_entered": from_entered / total if total != 0 else math.nan,
+        "entered_share": int(entered.sum()) / transitions if transitions else math.nan,
         "n_entered": int(entered.sum()),
         "n_left": int(left.sum()),
         "n_pairs": len(pairs),
