@@ -224,12 +224,23 @@ def test_32b_nf4_with_device_map_fits_two_24gib_gpus(reader):
     assert 17 * GIB < plan.weight_bytes < 19 * GIB
 
 
-def test_device_map_spreads_over_the_fewest_gpus(reader):
+def test_device_map_auto_spreads_over_every_gpu_and_sequential_over_the_fewest(reader):
     config = reader("qwen2.5_32b", "reader.quantization=null", "reader.batch_size=1")
     plan = plan_reader(config, parse_gpus("8x24GiB"))
-    assert plan.fits and 3 <= plan.gpus_used < 8
-    assert plan.placement == f"device_map over {plan.gpus_used} x 24 GiB"
+    # Balanced over every GPU the job sees: total / 8 plus a buffer of 1.25 x the embedding on each but the last,
+    # which the first seven fill.
+    assert plan.fits and plan.gpus_used == 7
+    assert plan.placement == "device_map auto over 7 x 24 GiB"
     assert sum(plan.per_gpu_bytes) > plan.weight_bytes
+    # Sequential fills each GPU to its free memory, leaving none for the KV cache, unless max_memory says less.
+    full = plan_reader({**config, "device_map": "sequential"}, parse_gpus("8x24GiB"))
+    assert not full.fits and full.suggestion and "reader.device_map=auto over 8 x 24 GiB" in full.suggestion
+    sequential = plan_reader({**config, "device_map": "sequential", "max_memory": ["16GiB"] * 8}, parse_gpus("8x24GiB"))
+    assert sequential.fits and 3 <= sequential.gpus_used < plan.gpus_used
+    assert (
+        sequential.placement == f"device_map sequential over {sequential.gpus_used} x 24 GiB within reader.max_memory"
+    )
+    assert sorted(set(sequential.device_map.values())) == list(range(sequential.gpus_used))
 
 
 def test_vllm_tensor_parallel_4_of_32b_bf16_fits_four_24gib_gpus(reader):

@@ -21,6 +21,7 @@ import torch
 
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 from harness.backends.precision import machine_dtype
+from harness.core.max_memory import max_memory_bytes
 from harness.core.model_files import files_signature
 
 log = logging.getLogger(__name__)
@@ -130,9 +131,10 @@ def quantization_config(quantization: str | None, compute_dtype: torch.dtype | s
     )
 
 
-def default_device_map(quantization: str | None, device_map: str | dict | None):
-    """bitsandbytes places weights at load time, so a quantized model always gets a device map."""
-    if device_map is not None or quantization is None:
+def default_device_map(quantization: str | None, device_map: str | dict | None, max_memory: Any = None):
+    """bitsandbytes places weights at load time, so a quantized model always gets a device map; so does a
+    model given ``max_memory`` (which GPUs to spread over, and how much of each)."""
+    if device_map is not None or (quantization is None and max_memory is None):
         return device_map
     return "auto" if torch.cuda.is_available() else "cpu"
 
@@ -146,6 +148,7 @@ def load_reader(
     offline_model: str | None = None,
     models_dir: str | Path = DEFAULT_MODELS_DIR,
     kernels: bool = False,
+    max_memory: Any = None,
 ):
     """(model, tokenizer) in eval mode: a causal LM, or a seq2seq LM when the config is encoder-decoder."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -158,9 +161,12 @@ def load_reader(
     quant = quantization_config(quantization, torch_dtype)
     if quant is not None:
         kwargs["quantization_config"] = quant
-    placement = default_device_map(quantization, device_map)
+    placement = default_device_map(quantization, device_map, max_memory)
     if placement is not None:
         kwargs["device_map"] = placement
+    limits = max_memory_bytes(max_memory)
+    if limits is not None and placement not in (None, "cpu"):
+        kwargs["max_memory"] = limits
     log.info(
         "loading reader %s (%s, dtype=%s, quantization=%s, device_map=%s, hub kernels=%s)",
         path,
@@ -189,6 +195,8 @@ class ModelSpec:
     device_map: str | dict | None = None
     trust_remote_code: bool = False
     kernels: bool = False  # hub kernels (transformers' use_kernels); they change the arithmetic, so keyed
+    # GPU index -> bytes a device map may fill (harness.core.max_memory); where layers go, not their arithmetic
+    max_memory: Any = None
 
     def __post_init__(self) -> None:
         # Config values arrive as DictConfig nodes and paths; the identities below need plain strings.
@@ -202,6 +210,9 @@ class ModelSpec:
             raise ValueError(f"kernels must be true or false, got {self.kernels!r}")
         if self.quantization not in QUANTIZATIONS:
             raise ValueError(f"unknown quantization {self.quantization!r}; choose one of {QUANTIZATIONS}")
+        limits = max_memory_bytes(self.max_memory)  # an unreadable size fails now, naming itself
+        # Kept as bytes per GPU in order (hashable, like every other field).
+        object.__setattr__(self, "max_memory", tuple(limits.values()) if limits else None)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -229,7 +240,7 @@ class ModelSpec:
     @property
     def placed(self) -> bool:
         """Whether the weights are placed at load time (a device map), so Lightning must leave them."""
-        return default_device_map(self.quantization, self.device_map) is not None
+        return default_device_map(self.quantization, self.device_map, self.max_memory) is not None
 
     def load(self):
         """(model, tokenizer), see :func:`load_reader`."""
@@ -242,6 +253,7 @@ class ModelSpec:
             offline_model=self.offline_model,
             models_dir=self.models_dir,
             kernels=self.kernels,
+            max_memory=self.max_memory,
         )
 
     def load_tokenizer(self):

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)
     try:
         if args.ladder:
             groups = parse_gpu_groups(args.gpus) if args.gpus else [_visible_or_fail()]

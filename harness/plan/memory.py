@@ -18,14 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.devices import native_dtype
+from harness.core.max_memory import max_memory_bytes
 from harness.plan.configs import reader_config_path, reader_source
 from harness.plan.facts_cache import cached_model_facts, usable_cache_dir
 from harness.plan.gpus import GpuSpec, describe, gib, size_label
 from harness.plan.params import ModelFacts
 from harness.plan.placement import (
+    DEVICE_MAP_MODES,
     VLLM_CUDA_GRAPH_BYTES,
     Placement,
     kv_bytes_per_token,
+    modules_label,
     place_device_map,
     place_single,
     place_tensor_parallel,
@@ -60,6 +63,9 @@ class MemoryPlan:
     overhead_bytes: int = 0  # per GPU
     gpu_capacity: list[int] = field(default_factory=list)  # usable bytes of each GPU used
     gpu_names: list[str] = field(default_factory=list)
+    gpu_modules: list[str] = field(default_factory=list)  # a device map's modules on each GPU used
+    gpu_numbers: list[int] = field(default_factory=list)  # a device map's GPUs used, as CUDA numbers them
+    device_map: dict[str, int] = field(default_factory=dict)  # module -> GPU index, as transformers would place it
 
     def lines(self) -> list[str]:
         """The plan as aligned ``name  value`` lines, one GPU per line."""
@@ -79,7 +85,9 @@ class MemoryPlan:
         ]
         for i, (need, cap) in enumerate(zip(self.per_gpu_bytes, self.gpu_capacity, strict=False)):
             name = self.gpu_names[i] if i < len(self.gpu_names) else f"GPU {i}"
-            rows.append((f"GPU {i}", f"{gib(need)} of {gib(cap)} ({name})"))
+            modules = f": {self.gpu_modules[i]}" if i < len(self.gpu_modules) else ""
+            number = self.gpu_numbers[i] if i < len(self.gpu_numbers) else i
+            rows.append((f"GPU {number}", f"{gib(need)} of {gib(cap)} ({name}){modules}"))
         rows.append(("fits", "yes" if self.fits else "no"))
         if self.problem:
             rows.append(("problem", self.problem))
@@ -188,8 +196,9 @@ def _describe_placement(reader, backend: str, placement: Placement | None, gpus:
     if placement is None:
         replicas = trainer_devices(reader, len(gpus))
         return f"{replicas} Lightning replicas, one per GPU (reader.trainer.devices={replicas})"
-    if _uses_device_map(reader):
-        return f"device_map over {describe(list(placement.gpus))}"
+    if uses_device_map(reader):
+        within = " within reader.max_memory" if reader.get("max_memory") is not None else ""
+        return f"device_map {device_map_mode(reader)} over {describe(list(placement.gpus))}{within}"
     if len(placement.gpus) > 1:
         count = len(placement.gpus)
         return f"{count} Lightning replicas on {describe(list(placement.gpus))} (reader.trainer.devices={count})"
@@ -206,13 +215,30 @@ def trainer_devices(reader: Mapping[str, Any], available: int) -> int:
     return max(1, int(devices))
 
 
-def _uses_device_map(reader: Mapping[str, Any]) -> bool:
-    return reader.get("device_map") is not None or canonical_quantization(reader.get("quantization")) is not None
+def uses_device_map(reader: Mapping[str, Any]) -> bool:
+    return (
+        reader.get("device_map") is not None
+        or reader.get("max_memory") is not None
+        or canonical_quantization(reader.get("quantization")) is not None
+    )
 
 
-def _transformers_placement(reader, need: _Need, gpus: list[GpuSpec]) -> tuple[Placement | None, str | None]:
+def device_map_mode(reader: Mapping[str, Any]) -> str:
+    """The device map transformers is asked for (a quantized model or ``max_memory`` without one: ``auto``)."""
+    mode = reader.get("device_map") or "auto"
+    if mode not in DEVICE_MAP_MODES:
+        raise ValueError(
+            f"reader.device_map={mode!r} is not planned; the plan follows {', '.join(DEVICE_MAP_MODES)} "
+            "(spread over chosen GPUs with reader.max_memory instead of a hand-written map)"
+        )
+    return str(mode)
+
+
+def _transformers_placement(
+    reader, need: _Need, gpus: list[GpuSpec], in_order: list[GpuSpec]
+) -> tuple[Placement | None, str | None]:
     kv_total = need.sequences * need.tokens * need.kv_per_token
-    if not _uses_device_map(reader):
+    if not uses_device_map(reader):
         replicas = trainer_devices(reader, len(gpus))
         if replicas > len(gpus):
             return (
@@ -221,12 +247,14 @@ def _transformers_placement(reader, need: _Need, gpus: list[GpuSpec]) -> tuple[P
             )
         copies = [place_single(gpu, need.weights, kv_total, need.activations) for gpu in gpus[:replicas]]
         return Placement.joined(copies), None
-    attempt = None
-    for count in range(1, len(gpus) + 1):
-        attempt = place_device_map(need.facts, need.precision, gpus[:count], kv_total, need.activations)
-        if attempt.fits:
-            break
-    return attempt, None
+    # transformers spreads the model over every GPU the job sees (in CUDA order), or over max_memory's.
+    limits = max_memory_bytes(reader.get("max_memory"))
+    if limits is not None and len(limits) > len(in_order):
+        return None, f"reader.max_memory names {len(limits)} GPUs, {len(in_order)} given ({describe(in_order)})"
+    used = in_order[: len(limits)] if limits else in_order
+    caps = list(limits.values()) if limits else None
+    mode = device_map_mode(reader)
+    return place_device_map(need.facts, need.precision, used, kv_total, need.activations, caps, mode), None
 
 
 def _needs(reader, facts: ModelFacts, gpus, prompt_tokens: int, batch_size: int | None, backend: str) -> _Need:
@@ -280,7 +308,7 @@ def plan_reader(
     if backend == "vllm":
         placement, problem = _vllm_placement(reader, need, ordered)
     else:
-        placement, problem = _transformers_placement(reader, need, ordered)
+        placement, problem = _transformers_placement(reader, need, ordered, list(gpus))
     too_long = _too_long(reader, facts, prompt_tokens) if backend == "vllm" else None
     if too_long:
         placement, problem = None, too_long
@@ -308,6 +336,13 @@ def plan_reader(
         overhead_bytes=overhead,
         gpu_capacity=list(placement.capacity) if placement else [],
         gpu_names=[g.name for g in placement.gpus] if placement else [],
+        gpu_modules=[modules_label(names) for names in placement.blocks] if placement else [],
+        gpu_numbers=list(placement.indices) if placement else [],
+        device_map={
+            name: index for names, index in zip(placement.blocks, placement.indices, strict=True) for name in names
+        }
+        if placement
+        else {},
     )
     if fits:
         return plan

@@ -18,10 +18,14 @@ Allowances per GPU beyond weights and KV cache (the planned figures are meant to
   ``VLLM_PROFILE_TOKENS`` tokens (its default ``max_num_batched_tokens`` for the offline engine) and keeps the
   float32 logits of ``VLLM_MAX_NUM_SEQS`` sequences, and captures CUDA graphs (``VLLM_CUDA_GRAPH_BYTES``).
 
-The device map follows transformers' ``device_map="auto"`` (``transformers.integrations.accelerate``):
-free memory per GPU (90% of it on a single GPU), balanced to ``total / n`` plus 1.25 x the largest block on
-all but the last GPU, times 0.9 for a bitsandbytes model (``adjust_max_memory``), filled in module order with
-the largest remaining block kept free on the first GPU. A block that finds no GPU would be offloaded to the
+The device map follows transformers' ``_get_device_map`` (``transformers.integrations.accelerate``) over
+*every* GPU the job sees, or those ``reader.max_memory`` names: free memory per GPU (within ``max_memory``;
+90% of it on a single GPU without one), balanced to ``total / n`` plus 1.25 x the largest block on all but the
+last GPU (``auto``, ``balanced``; ``balanced_low_0`` leaves GPU 0 what the others cannot take; ``sequential``
+does not balance), times 0.9 for a bitsandbytes model (``adjust_max_memory``), filled in module order with
+the largest remaining block kept free on the first GPU. ``tests/test_plan_device_map.py`` checks the split
+against transformers' own functions on a model built on the meta device. A block that finds no GPU would be
+offloaded to the
 CPU, which a bitsandbytes model refuses and any model pays for on every token: the plan counts it as not
 fitting.
 """
@@ -84,6 +88,8 @@ class Placement:
     per_gpu: tuple[int, ...]  # planned peak bytes on each
     capacity: tuple[int, ...]  # bytes the plan may use on each (vLLM: gpu_memory_utilization x memory)
     spilled: bool = False  # some weights found no GPU (accelerate would offload them to the CPU)
+    blocks: tuple[tuple[str, ...], ...] = ()  # a device map's modules on each GPU used
+    indices: tuple[int, ...] = ()  # a device map's GPUs used, as CUDA numbers them in the job
 
     @property
     def fits(self) -> bool:
@@ -100,22 +106,50 @@ class Placement:
         )
 
 
-def _device_map_caps(sizes: list[int], gpus: list[GpuSpec], quantized: bool) -> list[float]:
-    caps = [float(gpu.memory_bytes - CUDA_CONTEXT_BYTES) for gpu in gpus]
-    if len(caps) == 1:
-        caps[0] *= SINGLE_GPU_FRACTION
-    else:
-        per_gpu = sum(sizes) // len(caps) + int(BALANCE_BUFFER * max(sizes))
-        caps = [min(per_gpu, cap) for cap in caps[:-1]] + caps[-1:]
+DEVICE_MAP_MODES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def device_map_caps(
+    sizes: list[int], total: int, free: list[int], mode: str, user_limits: bool, quantized: bool
+) -> list[float]:
+    """What each GPU may hold of the weights, as transformers' ``_get_device_map`` works it out from the free
+    memory (``max_memory`` when given): ``get_balanced_memory`` (every GPU but the last capped at
+    ``total / n`` + 1.25 x the largest block; 90% of a lone GPU when ``max_memory`` is not set; with
+    ``balanced_low_0`` GPU 0 keeps only what the others cannot take), or the free memory as it is for
+    ``sequential``; then 90% of it for a bitsandbytes model (``adjust_max_memory``)."""
+    caps = [float(f) for f in free]
+    if mode != "sequential":
+        used = [i for i, cap in enumerate(caps) if cap > 0]
+        low_zero = mode == "balanced_low_0" and len(used) > 1
+        if len(used) == 1 and not user_limits:
+            caps[used[0]] *= SINGLE_GPU_FRACTION
+        per_gpu = total // (len(used) - 1 if low_zero else max(1, len(used))) + int(BALANCE_BUFFER * max(sizes))
+        for i in used[:-1]:
+            caps[i] = min(caps[0] if low_zero and i == 0 else per_gpu, caps[i])
+        if low_zero:
+            caps[0] = min(max(0, total - sum(caps[1 : len(used)])), caps[0])
     if quantized:
         caps = [cap * QUANTIZER_MEMORY_FRACTION for cap in caps]
     return caps
 
 
-def device_map_split(facts: ModelFacts, precision: Precision, gpus: list[GpuSpec]) -> list[list[int]] | None:
-    """Block indices per GPU as ``device_map="auto"`` assigns them; None when a block is left for the CPU."""
+def free_memory(gpus: list[GpuSpec], limits: list[int] | None) -> list[int]:
+    """What accelerate sees free on each GPU at load time, within ``reader.max_memory`` where it is given."""
+    free = [gpu.memory_bytes - CUDA_CONTEXT_BYTES for gpu in gpus]
+    return free if limits is None else [min(limit, f) for limit, f in zip(limits, free, strict=True)]
+
+
+def device_map_split(
+    facts: ModelFacts, precision: Precision, gpus: list[GpuSpec], limits: list[int] | None = None, mode: str = "auto"
+) -> list[list[int]] | None:
+    """Block indices per GPU as transformers' device map assigns them over all of ``gpus`` (``infer_auto_device_map``:
+    blocks in module order, each on the current GPU while it fits, the largest block still to place kept free on
+    GPU 0); None when a block is left for the CPU."""
     sizes = [accelerate_block_size(block, precision) for block in facts.blocks]
-    caps = _device_map_caps(sizes, gpus, precision.quantization in ("nf4", "int8"))
+    total = sum(sizes) + facts.buffer_bytes
+    caps = device_map_caps(
+        sizes, total, free_memory(gpus, limits), mode, limits is not None, precision.quantization in ("nf4", "int8")
+    )
     assigned: list[list[int]] = [[] for _ in gpus]
     device, used = 0, 0
     for index, size in enumerate(sizes):
@@ -131,17 +165,40 @@ def device_map_split(facts: ModelFacts, precision: Precision, gpus: list[GpuSpec
     return assigned
 
 
+def modules_label(names: tuple[str, ...]) -> str:
+    """``embed_tokens, layers 0-20`` for a GPU's share of a device map (decoder layers as index ranges)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for name in [*names, ""]:
+        stem, _, last = name.rpartition(".")
+        if last.isdigit() and stem.endswith("layers"):
+            run.append(int(last))
+            continue
+        if run:
+            parts.append(f"layers {run[0]}-{run[-1]}" if len(run) > 1 else f"layer {run[0]}")
+            run = []
+        if name:
+            parts.append(last or name)
+    return ", ".join(parts)
+
+
 def runtime_overhead(held: int) -> int:
     """What a GPU uses beyond ``held`` bytes of weights, KV cache and activations (see the module docstring)."""
     return RUNTIME_OVERHEAD_BYTES + int(ALLOCATOR_SLACK * held)
 
 
 def place_device_map(
-    facts: ModelFacts, precision: Precision, gpus: list[GpuSpec], kv_total: int, activations: int
+    facts: ModelFacts,
+    precision: Precision,
+    gpus: list[GpuSpec],
+    kv_total: int,
+    activations: int,
+    limits: list[int] | None = None,
+    mode: str = "auto",
 ) -> Placement:
     """Weights over ``gpus`` by the device map, each GPU also holding its layers' KV cache, the activations
     and the runtime overhead."""
-    split = device_map_split(facts, precision, gpus)
+    split = device_map_split(facts, precision, gpus, limits, mode)
     if split is None:
         return Placement(tuple(gpus), (), (), tuple(g.memory_bytes for g in gpus), spilled=True)
     kv_per_layer = kv_total / max(1, facts.num_layer_blocks)
@@ -161,6 +218,8 @@ def place_device_map(
         tuple(weights[i] for i in used),
         tuple(peaks[i] for i in used),
         tuple(gpus[i].memory_bytes for i in used),
+        blocks=tuple(tuple(facts.blocks[b].name for b in split[i]) for i in used),
+        indices=tuple(used),
     )
 
 

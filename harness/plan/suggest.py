@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.plan.configs import model_config_path, reader_source
 from harness.plan.gpus import GpuSpec, describe, gib, size_label
-from harness.plan.memory import MemoryPlan, plan_reader, trainer_devices
+from harness.plan.memory import MemoryPlan, device_map_mode, plan_reader, trainer_devices, uses_device_map
 from harness.plan.weights import canonical_quantization
 
 MAX_GPUS = 8
@@ -63,7 +63,7 @@ def _transformers(reader, gpus: list[GpuSpec], prompt_tokens, batch_size, plan: 
     largest = gpus[0]
     size = size_label(largest.memory_bytes)
     quantization = canonical_quantization(reader.get("quantization"))
-    device_map = reader.get("device_map") is not None or quantization is not None
+    device_map = uses_device_map(reader)
     batch = batch_size or int(reader.get("batch_size") or 1)
     if batch > 1 and _fits(reader, gpus, prompt_tokens, 1):
         best = _largest_batch(reader, gpus, prompt_tokens, batch)
@@ -84,10 +84,14 @@ def _transformers(reader, gpus: list[GpuSpec], prompt_tokens, batch_size, plan: 
     spread = None
     if not device_map and len(gpus) > 1:
         for count in range(2, len(gpus) + 1):
-            if _fits(_with(reader, device_map="auto"), gpus[:count], prompt_tokens, batch_size):
+            if _fits(_spread(reader, gpus[:count]), gpus[:count], prompt_tokens, batch_size):
                 spread = count
-                found.append((count, f"{prefix}reader.device_map=auto over {describe(gpus[:count])}"))
+                found.append((count, f"{prefix}{_spread_keys(gpus[:count])}"))
                 break
+    if device_map and device_map_mode(reader) == "sequential" and len(gpus) > 1:
+        if _fits(_with(reader, device_map="auto"), gpus, prompt_tokens, batch_size):
+            spread = len(gpus)
+            found.append((len(gpus), f"reader.device_map=auto over {describe(gpus)}"))
     lighter = {None: ("int8", "nf4"), "int8": ("nf4",)}.get(quantization, ())
     single_quant = None
     for method in lighter:
@@ -97,18 +101,30 @@ def _transformers(reader, gpus: list[GpuSpec], prompt_tokens, batch_size, plan: 
             break
     # Up to the number given, the plan itself (device_map) or the proposal above tried the given GPUs.
     for count in range(max(2, len(gpus) + 1), MAX_GPUS + 1 if spread is None else 0):
-        if _fits(_with(reader, device_map="auto"), _copies(largest, count), prompt_tokens, batch_size):
-            key = "device_map" if device_map else "reader.device_map=auto"
-            found.append((count, f"{prefix}{key} over {count} x {size}"))
+        more = _copies(largest, count)
+        if _fits(_spread(reader, more), more, prompt_tokens, batch_size):
+            found.append((count, f"{prefix}{_spread_keys(more)} ({count} x {size})"))
             break
     if single_quant is None and lighter:
         method = lighter[-1]
         for count in range(2, MAX_GPUS + 1):
             tried = gpus[:count] if count <= len(gpus) else _copies(largest, count)
-            if _fits(_with(reader, quantization=method, device_map="auto"), tried, prompt_tokens, batch_size):
-                found.append((count, f"{prefix}reader.quantization={method} with device_map over {describe(tried)}"))
+            if _fits(_spread(_with(reader, quantization=method), tried), tried, prompt_tokens, batch_size):
+                found.append((count, f"{prefix}reader.quantization={method} {_spread_keys(tried)}"))
                 break
     return found
+
+
+def _spread(reader, gpus: list[GpuSpec]) -> dict[str, Any]:
+    """``reader`` balanced by a device map over exactly ``gpus``: one ``max_memory`` entry per GPU, each
+    the whole card, which also tells a launcher how many GPUs the job needs."""
+    mode = reader.get("device_map") if reader.get("device_map") in ("balanced", "balanced_low_0") else "auto"
+    return _with(reader, device_map=mode, max_memory=[g.memory_bytes for g in gpus])
+
+
+def _spread_keys(gpus: list[GpuSpec]) -> str:
+    sizes = ",".join(size_label(g.memory_bytes).replace(" ", "") for g in gpus)
+    return f"reader.max_memory=[{sizes}]"
 
 
 def _awq_release(reader) -> str | None:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.core.devices import CudaProbe, cuda_problem, device_count, faiss_builds, probe_cuda, wants_cuda
+from harness.core.max_memory import max_memory_bytes, max_memory_problem
 from harness.core.process_starts import external_start
 from harness.run.check_values import is_int, select
 from harness.run.service_check import READER_CLASSES, VLLM_READER
@@ -29,13 +30,19 @@ def _plain(node: Any) -> Any:
 
 def reader_gpus(reader: Mapping[str, Any] | None) -> int:
     """The GPUs a reader config needs on its node: 0 for a CPU reader; a vLLM reader's replicas x tensor
-    parallel size; a transformers reader's ``trainer.devices`` (``device_map: auto`` spreads one copy over
-    what it is given: its plan, ``python -m harness.plan``, says how many it needs)."""
+    parallel size; a transformers reader's ``trainer.devices``, or, for a model spread by a device map, one
+    GPU per ``reader.max_memory`` entry (transformers balances it over every GPU the job sees)."""
     if not reader or not wants_cuda(reader.get("trainer")):
         return 0
     if reader.get("_target_") == VLLM_READER:
         vllm = reader.get("vllm") or {}
         return int(vllm.get("tensor_parallel_size") or 1) * int(vllm.get("data_parallel_size") or 1)
+    try:
+        limits = max_memory_bytes(reader.get("max_memory"))
+    except ValueError:
+        limits = None  # reported by the config check
+    if limits:
+        return len(limits)
     count = device_count((reader.get("trainer") or {}).get("devices", 1))
     return 1 if count is None else count
 
@@ -199,6 +206,9 @@ def device_problems(
     except OmegaConfBaseException:
         return found  # an unresolvable value is reported by the value rules
     assert isinstance(reader, dict)
+    unreadable = max_memory_problem(reader)
+    if unreadable:
+        return [*found, unreadable]
     found += launcher_gpu_problems(_launcher(cfg), reader)
     if bool(cfg.get("read", True)):
         budget = cfg.get("budget")
