@@ -247,7 +247,7 @@ def report_job(command: Command, runs: Path, out: Path) -> dict:
             mapped.append(str(folder if (folder / "0" / "rows.parquet").is_file() else runs / SMALL_SWEEP))
         else:
             mapped.append(argument)
-    if command.module == "harness.report" and mapped[:1] not in (["view"], ["replicate"]):
+    if command.module == "harness.report" and mapped[:1] not in (["view"], ["replicate"], ["diff"]):
         if "--out" not in mapped:
             mapped += ["--out", str(out / f"report-{len(list(out.iterdir()))}")]
         mapped = [a for i, a in enumerate(mapped) if a != "--resamples" and mapped[i - 1] != "--resamples"]

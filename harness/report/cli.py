@@ -52,6 +52,7 @@ examples:
   python -m harness.report outputs/multirun/2026-11-29/14-00-00
   python -m harness.report outputs/runs/2026-11-29/09-12-00 outputs/runs/2026-11-29/10-40-13 --out report/
   python -m harness.report SWEEP --metric em --baseline packer=packed --resamples 2000
+  python -m harness.report diff SWEEP --a packer=submod --b packer=packed   # the questions they disagree on
   python -m harness.report replicate        # outputs/studies/replication.md from the studies there
                                             # (python -m harness.report replicate --help)
 """

@@ -135,7 +135,7 @@ def run_in_one_process(jobs: list[dict], cwd: Path, env: dict[str, str], timeout
 
 def _run_one(argv: list[str]) -> int:
     """One command line in this process: ``harness`` through Hydra (its global state cleared afterwards),
-    ``harness.report`` (and its ``view`` / ``replicate`` commands) and ``harness.runlog.wandb_report``."""
+    ``harness.report`` (and its ``view`` / ``diff`` / ``replicate`` commands) and ``harness.runlog.wandb_report``."""
     module, arguments = argv[0], argv[1:]
     try:
         if module == "harness":
@@ -153,6 +153,10 @@ def _run_one(argv: list[str]) -> int:
             from harness.report.viewer import main as view
 
             return int(view(arguments[1:]) or 0)
+        if module == "harness.report" and arguments[:1] == ["diff"]:
+            from harness.report.diff import main as diff
+
+            return int(diff(arguments[1:]) or 0)
         if module == "harness.report" and arguments[:1] == ["replicate"]:
             from harness.report.replication import main as replicate
 
