@@ -4,10 +4,13 @@
     python -m harness.plan reader=qwen2.5_32b reader.quantization=null --gpus 4x24GiB --prompt-tokens 4096
     python -m harness.plan --ladder --gpus 24GiB,40GiB,80GiB
 
+    python -m harness.plan --sweep packer=packed,submod budget=96,128,160 read=false
+
 Exit status: 0 when the plan fits, 2 when it does not (one line on stderr names the problem and what would
 fit), 1 when no plan can be made (an unreadable config or GPU list, no GPU named or visible). ``--ladder``
 prints a markdown table of every GPU reader of the ladder, one column per comma-separated item of
-``--gpus`` (``24GiB,4x24GiB``: one 24 GiB card; four of them), and exits 0.
+``--gpus`` (``24GiB,4x24GiB``: one 24 GiB card; four of them), and exits 0. ``--sweep`` lists the jobs a
+multirun with these overrides would launch (``harness.plan.sweep``); it exits 2 when a job's plan does not fit.
 """
 
 from __future__ import annotations
@@ -100,12 +103,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--prompt-tokens", type=int, default=2048, help="the run's longest prompt (default 2048)")
     parser.add_argument("--batch-size", type=int, default=None, help="replaces reader.batch_size")
     parser.add_argument("--ladder", action="store_true", help="every ladder reader on each --gpus item (markdown)")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="the overrides are a multirun's (as after -m): list its jobs with their overrides, launcher resources, "
+        "memory plan (on --gpus, the node's GPUs) and estimated cost; nothing starts",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_intermixed_args(argv)
     try:
+        if args.sweep:
+            from harness.plan.sweep import preview
+
+            lines, fits = preview(args.overrides, parse_gpus(args.gpus) if args.gpus else visible_gpus())
+            print("\n".join(lines))
+            return 0 if fits else 2
         if args.ladder:
             groups = parse_gpu_groups(args.gpus) if args.gpus else [_visible_or_fail()]
             print(ladder_table(groups, args.prompt_tokens, args.batch_size, args.overrides))

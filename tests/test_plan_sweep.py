@@ -1,0 +1,104 @@
+"""`python -m harness.plan --sweep` lists a 6-job multirun as the basic sweeper would launch it, each job with
+its overrides, the launcher's resources, its reader's memory plan and a cost from the measured rates, and
+starts nothing: no sweep folder, no cache. Every rate it prices with is a figure its page still shows beside
+the command that measured it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness.plan.rates import JOB, READ_RATES, SELECTION
+from tests.conftest import REPO
+
+PACKERS = ("packed", "submod")
+BUDGETS = ("96", "128", "160")
+DEMO_QUESTIONS = 12
+
+
+def preview(tmp_path, *arguments: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    sweep = [f"packer={','.join(PACKERS)}", f"budget={','.join(BUDGETS)}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.plan", "--sweep", *sweep, *arguments],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # No sweep folder, and in the cache folder nothing but the plan's own parameter counts (no embeddings,
+    # pools or reader answers: no stage ran).
+    assert not (tmp_path / "sweep").exists(), "the preview wrote the sweep's folder"
+    written = {p.relative_to(tmp_path / "cache").parts[0] for p in (tmp_path / "cache").rglob("*") if p.is_file()}
+    assert written <= {"plan"}, written
+    return result, result.stdout.splitlines()
+
+
+def jobs(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """(overrides, the job's indented lines) per job, in order."""
+    found = []
+    for index, line in enumerate(lines):
+        match = re.match(r"job (\d+): (.*)", line)
+        if match:
+            assert int(match.group(1)) == len(found)
+            found.append((match.group(2), lines[index + 1 : index + 4]))
+    return found
+
+
+def expected_overrides(*fixed: str) -> list[str]:
+    # The basic sweeper crosses the task overrides in order, the last list fastest; hydra.* ones are not a job's.
+    return [" ".join([f"packer={p}", f"budget={b}", *fixed]) for p in PACKERS for b in BUDGETS]
+
+
+def seconds(read_per_question: float) -> float:
+    return DEMO_QUESTIONS / 75.9 + 0.89 + DEMO_QUESTIONS * read_per_question
+
+
+def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
+    result, lines = preview(tmp_path, "reader=smollm2_135m")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert lines[0].startswith("6 jobs; none started.")
+    found = jobs(lines)
+    cpus = len(os.sched_getaffinity(0))
+    assert [overrides for overrides, _ in found] == expected_overrides("reader=smollm2_135m")  # hydra.* apart
+    for _, (resources, memory, cost) in found:
+        assert resources == f"  resources  {cpus} CPUs, every GPU of the machine"
+        assert memory == "  memory     reader smollm2-135m on the CPU: no GPU plan"
+        # 12 demo questions at 3.71 s each (SmolLM2-135M on the CPU), 75.9 packings/s, 0.89 s per job.
+        assert cost.startswith(f"  cost       {seconds(3.71):.1f} s = select 0.2 s + job 0.89 s + read 44.5 s")
+        assert cost.endswith("for 12 questions")
+    assert f"total: {6 * seconds(3.71) / 60:.1f} job-minutes" in lines[-3]
+
+
+def test_a_gpu_sweep_through_slurm_plans_each_job_on_the_gpus_it_gets(tmp_path):
+    result, lines = preview(tmp_path, "reader=qwen2.5_7b_nf4", "hydra/launcher=slurm", "--gpus", "24GiB")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert lines[0] == (
+        "6 jobs; none started. Each gets 8 CPUs, 1 GPU; 32 at once (hydra/launcher=slurm, 64 GB memory, 240 min limit)."
+    )
+    found = jobs(lines)
+    assert len(found) == 6
+    for _, (resources, memory, cost) in found:
+        assert resources == "  resources  8 CPUs, 1 GPU"
+        assert memory.startswith("  memory     device_map auto over 1 x 24 GiB, fullest GPU ")
+        assert memory.endswith("nf4 (bfloat16 compute)")
+        assert cost.startswith(f"  cost       {seconds(1 / 5.50):.1f} s = ")
+        assert "qwen2.5-7b-nf4: 5.50 prompts/s" in cost
+
+
+def test_a_job_that_does_not_fit_makes_the_preview_exit_2(tmp_path):
+    result, lines = preview(tmp_path, "reader=qwen2.5_7b", "reader.batch_size=256", "--gpus", "24GiB")
+    assert result.returncode == 2
+    assert sum("does not fit: reader=qwen2.5-7b" in line for line in lines) == 6
+
+
+@pytest.mark.parametrize("rate", [*READ_RATES, SELECTION, JOB], ids=lambda r: r.name)
+def test_every_rate_is_a_figure_its_page_shows_with_its_command(rate):
+    page = (REPO / rate.page).read_text()
+    assert rate.command in page
+    assert re.search(rf"(?<![\d.]){re.escape(rate.figure)}(?![\d])", page), f"{rate.figure} not on {rate.page}"
