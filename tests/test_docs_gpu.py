@@ -1,7 +1,8 @@
 """docs/gpu.md stays true: every `python -m harness` command of a recipe composes, passes the config check, and
 on a simulated node of the size its block names (``# node: 4x24GiB``: a CUDA probe with those devices, and a
 CUDA build of vLLM) meets no device, launcher or memory-plan problem; every `python -m harness.plan` line runs
-and exits 0."""
+and exits 0 (a ``--sweep`` line listing its jobs); every ``--cfg hydra --resolve`` line prints the GPUs the
+page says it does."""
 
 from __future__ import annotations
 
@@ -60,10 +61,24 @@ def test_each_recipe_composes_and_fits_its_node(size, overrides, monkeypatch):
         assert device_problems(cfg, probe=node(size), environ={}) == [], point
 
 
+def test_the_resolved_launcher_line_shows_what_the_page_says():
+    (command,) = [c for c in command_lines(DOC) if c.module == "harness" and "--resolve" in c.arguments]
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", *command.arguments], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "num_gpus: 4" in [line.strip() for line in result.stdout.splitlines()]
+    assert "(`num_gpus: 4`)" in DOC.read_text()
+
+
 @pytest.mark.parametrize("arguments", plan_commands(), ids=lambda a: " ".join(a)[:60])
 def test_each_plan_command_runs_and_fits(arguments):
     result = subprocess.run(
         [sys.executable, "-m", "harness.plan", *arguments], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "fits" in result.stdout or "| reader |" in result.stdout
+    if "--sweep" in arguments:  # a sweep preview: every job listed, none started
+        jobs = sum(line.startswith("job ") for line in result.stdout.splitlines())
+        assert result.stdout.startswith(f"{jobs} jobs; none started.") and jobs > 1
+    else:
+        assert "fits" in result.stdout or "| reader |" in result.stdout
