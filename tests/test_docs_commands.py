@@ -40,7 +40,8 @@ README_LIMIT = 15 * 1024
 INDEX = REPO / "docs" / "index.md"
 # Programs a page may tell the reader to run that are not part of this repository.
 EXTERNAL = {
-    "chgrp", "chmod", "curl", "export", "for", "llama-server", "mkdir", "ray", "text-generation-launcher",
+    "chgrp", "chmod", "createdb", "createuser", "curl", "export", "for", "llama-server", "mkdir", "ray",
+    "text-generation-launcher",
     "umask", "vllm", "wandb",
 }  # fmt: skip
 # Outputs the pages' commands write, mapped into the test's temporary folder.

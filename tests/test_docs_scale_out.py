@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from tests.conftest import REPO, compose_cfg
@@ -29,10 +30,15 @@ def test_each_command_composes(overrides):
         compose_cfg(point, return_hydra_config=True, tiny_reader=False)
     overrides = points[0]
     cfg = compose_cfg(overrides, return_hydra_config=True, tiny_reader=False)
+    parser = OverridesParser.create()
     for override in overrides:
         key, _, value = override.lstrip("+").partition("=")
         if key.startswith("hydra.launcher."):
-            assert str(OmegaConf.select(cfg.hydra.launcher, key.removeprefix("hydra.launcher."))) == value
+            found = OmegaConf.select(cfg.hydra.launcher, key.removeprefix("hydra.launcher."))
+            if OmegaConf.is_list(found):  # a list (setup lines): as Hydra parses the override
+                assert OmegaConf.to_container(found) == parser.parse_override(override).value()
+            else:
+                assert str(found) == value
 
 
 def test_every_test_it_names_exists():
