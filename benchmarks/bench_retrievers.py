@@ -6,7 +6,9 @@ retrieval settings (``distractor``: each question's own paragraphs; ``open``: on
 paragraphs), with ``diversifier=none`` so the packer reads each retriever's own ranking (the kNN diversifier
 would re-rank any pool by MiniLM cosine), then prints one markdown row per retriever and setting from the
 sweep's rows. The pools hold ``--pool-size`` candidates; recall@k is over the pool's first k, S-Recall@k over
-the selection's first k (the same documents here, counted against the gold the pool could reach).
+the selection's first k (the same documents here, counted against the gold the pool could reach). BM25 and the
+hybrid are also compared with MiniLM question by question: the mean paired difference in recall@k and in
+answer-in-context, with its paired-bootstrap interval.
 
     .venv/bin/python benchmarks/bench_retrievers.py [--questions 250] [--budget 160] [--k 5]
 """
@@ -24,13 +26,16 @@ import pandas as pd
 
 from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import available_cpus
-from harness.stats.bootstrap import bootstrap_mean_ci
+from harness.stats.bootstrap import bootstrap_mean_ci, paired_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = "../shared/data/hotpotqa_fullwiki/hotpot_fullwiki_dev_sample.jsonl"
 RETRIEVERS = ("minilm", "bm25", "hybrid")
 SETTINGS = ("distractor", "open")
 METRICS = {"recall_at_k": "recall@k", "s_recall": "S-Recall@k", "answer_in_context": "answer in context"}
+# Compared with the baseline question by question.
+PAIRED = ("recall_at_k", "answer_in_context")
+BASELINE = "minilm"
 
 
 def sweep_command(args: argparse.Namespace) -> list[str]:
@@ -57,19 +62,32 @@ def table(rows: pd.DataFrame, resamples: int) -> list[dict]:
     """One figure set per retriever and setting: n and each metric's mean with its interval."""
     figures = []
     for setting in SETTINGS:
-        for retriever in RETRIEVERS:
-            part = rows[(rows["retriever"] == retriever) & (rows["cfg.retriever.setting"] == setting)]
+        runs = {
+            retriever: rows[(rows["retriever"] == retriever) & (rows["cfg.retriever.setting"] == setting)]
+            for retriever in RETRIEVERS
+        }
+        baseline = runs[BASELINE].set_index("question_id")
+        for retriever, part in runs.items():
             entry: dict = {"retriever": retriever, "setting": setting, "n": int(part["question_id"].nunique())}
             for column in METRICS:
                 mean, low, high = bootstrap_mean_ci(part[column].astype(float), n_resamples=resamples, seed=0)
                 entry[column] = {"mean": mean, "low": low, "high": high, "n": int(part[column].notna().sum())}
+            if retriever != BASELINE:
+                mine = part.set_index("question_id").reindex(baseline.index)
+                entry["vs_" + BASELINE] = {
+                    column: paired_bootstrap(
+                        mine[column].astype(float), baseline[column].astype(float), n_resamples=resamples, seed=0
+                    )
+                    for column in PAIRED
+                }
             figures.append(entry)
     return figures
 
 
 def markdown(figures: list[dict], k: int, budget: int) -> str:
-    head = ["setting", "retriever", "questions", *(f"{METRICS[c]}".replace("@k", f"@{k}") for c in METRICS)]
-    head[-1] = f"answer in context (B = {budget})"
+    names = {c: METRICS[c].replace("@k", f"@{k}") for c in METRICS}
+    names["answer_in_context"] = f"answer in context (B = {budget})"
+    head = ["setting", "retriever", "questions", *names.values(), *(f"Δ{names[c]} vs {BASELINE}" for c in PAIRED)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for entry in figures:
         cells = [
@@ -78,6 +96,11 @@ def markdown(figures: list[dict], k: int, budget: int) -> str:
             )
             for c in METRICS
         ]  # fmt: skip
+        paired = entry.get("vs_" + BASELINE)
+        cells += [
+            f"{paired[c]['mean_diff']:+.3f} [{paired[c]['ci_low']:+.3f}, {paired[c]['ci_high']:+.3f}]" if paired else ""
+            for c in PAIRED
+        ]
         lines.append(f"| {entry['setting']} | {entry['retriever']} | {entry['n']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -47,6 +47,13 @@ def test_the_documented_retriever_table_on_four_questions(tmp_path):
             assert figure["mean"] == pytest.approx(mine[column].mean()), (entry["retriever"], column)
             if figure["n"] > 1:
                 assert figure["low"] <= figure["mean"] <= figure["high"]
+        baseline = rows[(rows["retriever"] == "minilm") & (rows["cfg.retriever.setting"] == entry["setting"])]
+        paired = mine.merge(baseline, on="question_id", suffixes=("", "_minilm"))
+        assert ("vs_minilm" in entry) == (entry["retriever"] != "minilm")
+        for column, figure in entry.get("vs_minilm", {}).items():
+            difference = (paired[column] - paired[f"{column}_minilm"]).mean()  # NaN pairs left out, as there
+            assert figure["mean_diff"] == pytest.approx(difference), (entry["retriever"], column)
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert len(table) == 7 and table[0].startswith("| setting | retriever | questions | recall@5 | S-Recall@5 |")
+    assert table[0].endswith("| Δrecall@5 vs minilm | Δanswer in context (B = 160) vs minilm |")
     assert "CPU kind " in done.stdout and "diversifier=none" in done.stdout
