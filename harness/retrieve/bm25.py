@@ -185,11 +185,9 @@ def index_key(settings: BM25Settings, texts: Sequence[str]) -> str:
     return stable_hash("bm25-index", settings.identity(), code_fingerprint("bm25"), stable_hash(list(texts)))
 
 
-def corpus_index(
-    settings: BM25Settings, texts: Sequence[str], corpus_tokens: Sequence[Sequence[str]], cache_dir: str | None
-) -> BM25Index:
+def corpus_index(settings: BM25Settings, texts: Sequence[str], cache_dir: str | None) -> BM25Index:
     """The index of an open corpus: from ``<cache_dir>/bm25.sqlite`` when an entry was stored for these texts
-    and settings, else built (and stored). An entry that fails its checksum or does not load is logged and
+    and settings, else tokenized, built (and stored). An entry that fails its checksum or does not load is logged and
     rebuilt, and the rebuilt index replaces it."""
     store = CheckedStore(Path(cache_dir) / "bm25.sqlite", table="bm25") if cache_dir else None
     key = index_key(settings, texts) if store is not None else ""
@@ -200,7 +198,7 @@ def corpus_index(
                 return BM25Index.from_bytes(found, len(texts))
             except Exception as exc:  # noqa: BLE001 - any damage means the same: rebuild it
                 log.warning("BM25 index %s in %s is unusable (%s); rebuilding it", key, store.path, exc)
-    index = BM25Index.build(settings, corpus_tokens)
+    index = BM25Index.build(settings, tokenize(settings, texts))
     if store is not None and index.model is not None:
         store.put_payloads({key: index.to_bytes()})
     return index

@@ -66,7 +66,7 @@ class SparseRetriever:
         queries = tokenize(settings, [ex.question for ex in examples])
         if corpus is not None:
             texts = [document_text(doc, self.embed_title) for doc in corpus.documents]
-            index = corpus_index(settings, texts, tokenize(settings, texts), self.cache_dir)
+            index = corpus_index(settings, texts, self.cache_dir)
             if index.model is None:
                 raise ValueError(f"retriever.setting=open: {EMPTY_CORPUS}")
             log.info("open BM25 retrieval: %d documents indexed", len(texts))
