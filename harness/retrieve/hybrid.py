@@ -23,8 +23,6 @@ from harness.retrieve.sparse import SparseRetriever, assemble_pools
 
 
 class HybridRetriever:
-    name = "hybrid"
-
     def __init__(
         self,
         encoder,

@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 
 
 class SparseRetriever:
-    name = "bm25"
-
     def __init__(
         self,
         encoder,
