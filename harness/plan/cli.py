@@ -10,7 +10,7 @@ Exit status: 0 when the plan fits, 2 when it does not (one line on stderr names 
 fit), 1 when no plan can be made (an unreadable config or GPU list, no GPU named or visible). ``--ladder``
 prints a markdown table of every GPU reader of the ladder, one column per comma-separated item of
 ``--gpus`` (``24GiB,4x24GiB``: one 24 GiB card; four of them), and exits 0. ``--sweep`` lists the jobs a
-multirun with these overrides would launch (``harness.plan.sweep``); it exits 2 when a job's plan does not fit.
+multirun with these overrides would launch (``harness.run.sweep_preview``); it exits 2 when a job's plan does not fit.
 """
 
 from __future__ import annotations
@@ -18,11 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.plan.gpus import GpuSpec, describe, gib, parse_gpu_groups, parse_gpus, visible_gpus
 from harness.plan.memory import MemoryPlan, plan_reader
+
+# (overrides, the node's GPUs) -> (the preview's lines, whether every job fits)
+SweepPreview = Callable[[list[str], list[GpuSpec]], tuple[list[str], bool]]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 LADDER_EXTRA = ("falcon3_3b", "phi3.5_mini")
@@ -112,12 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, preview: SweepPreview | None = None) -> int:
+    """The command. ``preview`` lists a multirun's jobs for ``--sweep``: it composes whole runs, a layer above
+    this package, so the entry point (``python -m harness.plan``) hands it in."""
     args = _parser().parse_intermixed_args(argv)
     try:
         if args.sweep:
-            from harness.plan.sweep import preview
-
+            if preview is None:
+                raise ValueError("--sweep is answered by python -m harness.plan (harness.run.sweep_preview)")
             lines, fits = preview(args.overrides, parse_gpus(args.gpus) if args.gpus else visible_gpus())
             print("\n".join(lines))
             return 0 if fits else 2
