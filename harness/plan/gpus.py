@@ -11,18 +11,7 @@ import re
 from dataclasses import dataclass
 
 from harness.core.devices import CudaProbe, probe_cuda
-
-UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+from harness.core.max_memory import UNITS
 
 # "4x24GiB", "2 x 24 GiB", "80GB", "24GiB@8.6" (compute capability after the @).
 _ITEM = re.compile(
