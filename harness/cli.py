@@ -170,6 +170,9 @@ def hydra_main(cfg: DictConfig) -> None:
             print(f"config error: {line}", file=sys.stderr)
         sys.exit(2)
     except Exception as error:
+        # A library's clean-up can fail while a stop unwinds through it (Lightning stopping a rich progress bar
+        # whose thread the signal kept from starting raises RuntimeError): the stop is what happened.
+        signals.raise_if_stopping(error)
         # In a sweep one failed job must not kill the others: record the error and go on.
         if multirun:
             (output_dir / ERROR_FILE).write_text(redacted(traceback.format_exc()))

@@ -53,6 +53,31 @@ def test_deferred_block_finishes_before_the_stop(handlers):
     assert finished
 
 
+def test_a_clean_up_that_fails_while_a_stop_unwinds_still_ends_as_stopped(handlers):
+    """Lightning's exception hook stops a rich progress bar; when the signal lands before the bar's thread has
+    started, that hook raises RuntimeError in place of the stop. The command line still exits as stopped."""
+
+    def predict():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises long before this ends
+        except BaseException:
+            raise RuntimeError("cannot join thread before it is started") from None
+
+    with pytest.raises(signals.Interrupted) as caught:
+        try:
+            predict()
+        except Exception as error:
+            signals.raise_if_stopping(error)
+            raise
+    assert caught.value.exit_code == 143 and isinstance(caught.value.__cause__, RuntimeError)
+
+
+def test_an_error_without_a_stop_stays_an_error():
+    signals.reset()
+    signals.raise_if_stopping(RuntimeError("a real failure"))  # no signal: nothing raised in its place
+
+
 def test_check_polls_without_a_handler_raise():
     signals.reset()
     signals.check()  # nothing received: no effect

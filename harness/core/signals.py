@@ -57,6 +57,14 @@ def stop_requested() -> bool:
     return _received is not None
 
 
+def raise_if_stopping(error: BaseException) -> None:
+    """Raise :class:`Interrupted` (from ``error``) when ``error`` was raised while a stop signal unwinds the run:
+    clean-up code on the way may fail because of the interruption itself, and the process must still exit as
+    stopped (128 + the signal), with its finished work kept, not as failed."""
+    if _received is not None and _raised:
+        raise Interrupted(_received) from error
+
+
 def check() -> None:
     """Raise :class:`Interrupted` if a stop signal has arrived (for loops that poll)."""
     global _raised
