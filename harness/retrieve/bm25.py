@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import logging
-import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -32,6 +31,7 @@ import numpy as np
 
 from harness.cache import CheckedStore, stable_hash
 from harness.cache.fingerprint import code_fingerprint
+from harness.core.values import is_number
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +55,13 @@ def stemmers() -> tuple[str, ...]:
     return tuple(Stemmer.algorithms())
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def settings_problems(node: Mapping[str, Any], prefix: str = "retriever.bm25") -> list[str]:
     """One line per invalid BM25 setting of ``node``, naming the key; empty when all are valid."""
     checks = (
         ("variant", lambda v: v in VARIANTS, f"one of {', '.join(VARIANTS)}"),
-        ("k1", lambda v: _number(v) and v >= 0, "a number >= 0 (term-frequency saturation)"),
-        ("b", lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1] (length normalisation)"),
-        ("delta", lambda v: _number(v) and v >= 0, "a number >= 0 (BM25L and BM25+ only)"),
+        ("k1", lambda v: is_number(v) and v >= 0, "a number >= 0 (term-frequency saturation)"),
+        ("b", lambda v: is_number(v) and 0 <= v <= 1, "a number in [0, 1] (length normalisation)"),
+        ("delta", lambda v: is_number(v) and v >= 0, "a number >= 0 (BM25L and BM25+ only)"),
         ("tokenizer", lambda v: v in TOKENIZERS, f"one of {', '.join(TOKENIZERS)}"),
         ("stopwords", lambda v: v is None or v in STOPWORDS, f"null or one of {', '.join(STOPWORDS)}"),
         ("stemmer", lambda v: v is None or v in stemmers(), f"null or a PyStemmer algorithm ({', '.join(stemmers())})"),

@@ -10,12 +10,12 @@ Imports nothing heavy: the config check validates the settings with :func:`fusio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from harness.core.values import is_number
 from harness.retrieve.corpus import ranks
 
 FUSIONS = ("rrf", "weighted")
@@ -24,15 +24,12 @@ FUSIONS = ("rrf", "weighted")
 def fusion_problems(fusion: Any, rrf_k: Any, dense_weight: Any, prefix: str = "retriever") -> list[str]:
     """One line per invalid fusion setting, naming the key; empty when all are valid."""
 
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
     found = []
     if fusion not in FUSIONS:
         found.append(f"{prefix}.fusion={fusion!r} is out of range; allowed: one of {', '.join(FUSIONS)}")
-    if not (number(rrf_k) and rrf_k >= 0):
+    if not (is_number(rrf_k) and rrf_k >= 0):
         found.append(f"{prefix}.rrf_k={rrf_k!r} is out of range; allowed: a number >= 0 (RRF's constant k)")
-    if not (number(dense_weight) and 0 <= dense_weight <= 1):
+    if not (is_number(dense_weight) and 0 <= dense_weight <= 1):
         found.append(f"{prefix}.dense_weight={dense_weight!r} is out of range; allowed: a number in [0, 1]")
     return found
 

@@ -1,20 +1,12 @@
-"""Small helpers the config checks share: type tests, dotted selection and "did you mean"."""
+"""Small helpers the config checks share: dotted selection and "did you mean" (type tests:
+``harness.core.values``)."""
 
 from __future__ import annotations
 
 import difflib
-import math
 from typing import Any
 
 from omegaconf import DictConfig
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def select(cfg: DictConfig, key: str) -> tuple[bool, Any]:

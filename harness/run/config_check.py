@@ -20,9 +20,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.cache.network_fs import POLICIES
 from harness.cache.postgres import is_url, redacted
+from harness.core.values import is_int, is_number
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS, scorer
-from harness.run.check_values import closest, is_int, is_number, select
+from harness.run.check_values import closest, select
 from harness.run.cpu_check import cpu_problems
 from harness.run.device_check import device_problems
 from harness.run.install_check import kernels_problems, version_problems

@@ -18,7 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.core.devices import CudaProbe, cuda_problem, device_count, faiss_builds, probe_cuda, wants_cuda
 from harness.core.max_memory import max_memory_bytes, max_memory_problem
 from harness.core.process_starts import external_start
-from harness.run.check_values import is_int, select
+from harness.core.values import is_int
+from harness.run.check_values import select
 from harness.run.service_check import READER_CLASSES, VLLM_READER
 
 LOCAL_READERS = (READER_CLASSES["transformers"], VLLM_READER)

@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.run.check_values import is_int
+from harness.core.values import is_int
 
 
 def launcher_problems(cfg: DictConfig) -> list[str]:
