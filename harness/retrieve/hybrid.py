@@ -50,17 +50,17 @@ class HybridRetriever:
     def retrieve(self, examples: list[Example]) -> list[Pool]:
         corpus = open_corpus(examples) if self.sparse.setting == "open" else None
         sparse = self.sparse.bm25_scores(examples, corpus)
-        dense, vectors = self.dense_scores(examples, corpus)
+        queries = self.encoder.encode_queries([ex.question for ex in examples])
+        dense, vectors = self.dense_scores(examples, corpus, queries)
         fused = [self.fuse(d, s) for d, s in zip(dense, sparse, strict=True)]
-        return assemble_pools(examples, fused, corpus, self.sparse.pool_size, self.encoder, vectors)
+        return assemble_pools(examples, fused, corpus, self.sparse.pool_size, self.encoder, vectors, queries)
 
     def dense_scores(
-        self, examples: Sequence[Example], corpus: OpenCorpus | None
+        self, examples: Sequence[Example], corpus: OpenCorpus | None, queries: np.ndarray
     ) -> tuple[list[np.ndarray], Callable[[int, np.ndarray], np.ndarray]]:
         """Each question's inner product with every document it could retrieve (the vectors are unit rows:
         cosine), and the look-up of the chosen documents' vectors."""
         title = self.sparse.embed_title
-        queries = self.encoder.encode_queries([ex.question for ex in examples])
         if corpus is not None:
             matrix = self.encoder.encode_documents([document_text(doc, title) for doc in corpus.documents])
             scores = [np.asarray(matrix @ query, dtype=np.float64) for query in queries]

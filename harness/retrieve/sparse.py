@@ -86,13 +86,16 @@ def assemble_pools(
     pool_size: int | None,
     encoder,
     vectors: Callable[[int, np.ndarray], np.ndarray] | None = None,
+    queries: np.ndarray | None = None,
 ) -> list[Pool]:
     """Each question's pool: the ``pool_size`` best-scored of its documents (``corpus`` None: all of them) or of
     the open corpus (100 when null), highest first, the earlier document first among equal scores.
 
     The embeddings are ``vectors(question_index, chosen)`` when given (rows of vectors already computed), else
-    the encoder's for the chosen passages, all questions' in one batch."""
-    queries = encoder.encode_queries([ex.question for ex in examples])
+    the encoder's for the chosen passages, all questions' in one batch; ``queries`` likewise, when the caller
+    has encoded the questions already."""
+    if queries is None:
+        queries = encoder.encode_queries([ex.question for ex in examples])
     chosen_per_question, texts = [], []
     for ex, score in zip(examples, scores, strict=True):
         documents: Sequence[Document] = corpus.documents if corpus is not None else ex.documents
