@@ -12,7 +12,6 @@ launcher will (``hydra.overrides.hydra`` + the job's overrides, in run mode).
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -22,7 +21,8 @@ from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+from harness.plan.cli import CONFIG_DIR
+
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
