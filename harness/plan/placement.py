@@ -25,9 +25,8 @@ last GPU (``auto``, ``balanced``; ``balanced_low_0`` leaves GPU 0 what the other
 does not balance), times 0.9 for a bitsandbytes model (``adjust_max_memory``), filled in module order with
 the largest remaining block kept free on the first GPU. ``tests/test_plan_device_map.py`` checks the split
 against transformers' own functions on a model built on the meta device. A block that finds no GPU would be
-offloaded to the
-CPU, which a bitsandbytes model refuses and any model pays for on every token: the plan counts it as not
-fitting.
+offloaded to the CPU, which a bitsandbytes model refuses and any model pays for on every token: the plan counts
+it as not fitting.
 """
 
 from __future__ import annotations
