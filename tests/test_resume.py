@@ -47,25 +47,30 @@ def sweep_rows(sweep_dir: Path) -> dict[str, pd.DataFrame]:
 
 @pytest.mark.slow
 def test_killed_sweep_resumes_to_identical_rows(tmp_path):
-    killed_dir = tmp_path / "killed"
-    proc = launch(killed_dir, tmp_path / "cache_killed")
-    deadline = time.time() + 600
-    while journaled_rows(killed_dir) < 2:  # some rows written, the sweep far from done (12 rows in all)
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        assert time.time() < deadline, "sweep produced no rows in time"
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not all((killed_dir / str(j) / "summary.json").exists() for j in range(4)), "killed too late"
-
-    resumed = launch(killed_dir, tmp_path / "cache_killed")
-    out, _ = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, out[-3000:]
-
+    # The uninterrupted sweep runs beside the killed one (its own folder and cache): nothing they share.
     clean_dir = tmp_path / "clean"
     clean = launch(clean_dir, tmp_path / "cache_clean")
-    out, _ = clean.communicate(timeout=900)
-    assert clean.returncode == 0, out[-3000:]
+    killed_dir = tmp_path / "killed"
+    proc = launch(killed_dir, tmp_path / "cache_killed")
+    try:
+        deadline = time.time() + 600
+        while journaled_rows(killed_dir) < 2:  # some rows written, the sweep far from done (12 rows in all)
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.time() < deadline, "sweep produced no rows in time"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not all((killed_dir / str(j) / "summary.json").exists() for j in range(4)), "killed too late"
+
+        resumed = launch(killed_dir, tmp_path / "cache_killed")
+        out, _ = resumed.communicate(timeout=900)
+        assert resumed.returncode == 0, out[-3000:]
+
+        out, _ = clean.communicate(timeout=900)
+        assert clean.returncode == 0, out[-3000:]
+    finally:
+        if clean.poll() is None:  # a failed check above leaves no sweep running
+            os.killpg(clean.pid, signal.SIGKILL)
 
     killed, uninterrupted = sweep_rows(killed_dir), sweep_rows(clean_dir)
     assert sorted(killed) == sorted(uninterrupted) == ["0", "1", "2", "3"]
