@@ -32,6 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 CONF = REPO / "conf"
 
+# Every dataset config reads its default path under paths.data_dir: in the tests, the samples beside the
+# repository under the names a fetch gives the official files (tests/helpers/shared_data.py). Set before any
+# test composes a config or starts a run, which inherit it.
+from tests.helpers.shared_data import samples_data_dir  # noqa: E402
+
+os.environ["HARNESS_DATA_DIR"] = str(samples_data_dir(REPO / ".cache" / "test-data"))
+
 
 # The tests' reader unless a test names another: the 135M model through transformers, seconds per demo run.
 # The published default (conf/config.yaml) is the stronger Qwen2.5-Coder-0.5B GGUF.

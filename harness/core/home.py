@@ -5,7 +5,8 @@ another folder (a project of one's own, docs/extending.md) must find them there,
 wherever it was started, so ``paths.models_dir`` and ``paths.cache_dir`` default to folders of the harness's own
 install: the checkout that holds ``harness/`` (an editable install, or the source tree on ``PYTHONPATH``).
 A wheel installed into site-packages has no checkout; there the folders stay relative to the launch folder.
-``HARNESS_MODELS_DIR`` and ``HARNESS_CACHE_DIR`` override both.
+``HARNESS_MODELS_DIR`` and ``HARNESS_CACHE_DIR`` override both. Datasets live likewise in the checkout's ``data``
+folder (``paths.data_dir``, what ``python -m harness.data fetch`` fills), or in ``HARNESS_DATA_DIR``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 
 MODELS_DIR_ENV = "HARNESS_MODELS_DIR"
 CACHE_DIR_ENV = "HARNESS_CACHE_DIR"
+DATA_DIR_ENV = "HARNESS_DATA_DIR"
 MODELS_SUBDIR = ".cache/models"
 CACHE_SUBDIR = ".cache/harness"
+DATA_SUBDIR = "data"
 
 
 def harness_home() -> Path:
@@ -39,6 +42,11 @@ def default_models_dir() -> Path:
 def default_cache_dir() -> Path:
     """``paths.cache_dir`` as conf/config.yaml resolves it: ``$HARNESS_CACHE_DIR``, else the install's."""
     return Path(os.environ.get(CACHE_DIR_ENV) or under_home(CACHE_SUBDIR))
+
+
+def default_data_dir() -> Path:
+    """``paths.data_dir`` as conf/config.yaml resolves it: ``$HARNESS_DATA_DIR``, else the install's ``data``."""
+    return Path(os.environ.get(DATA_DIR_ENV) or under_home(DATA_SUBDIR))
 
 
 def register_resolver() -> None:

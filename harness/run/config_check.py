@@ -175,6 +175,22 @@ def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
     return Path(os.path.abspath(str(path)))
 
 
+def _fetch_hint(cfg: DictConfig, path: Path) -> str:
+    """``fetch it with: python -m harness.data fetch NAME; `` when a registered dataset's fetch makes ``path``."""
+    from harness.data.fetch.registry import RegistryError, dataset_for_path
+
+    data_dir = OmegaConf.select(cfg, "paths.data_dir", default=None, throw_on_resolution_failure=False)
+    if data_dir is None:
+        return ""
+    try:
+        dataset = dataset_for_path(path, Path(str(data_dir)))
+    except RegistryError:
+        return ""
+    if dataset is None:
+        return ""
+    return f"fetch it with: python -m harness.data fetch {dataset.name} (into paths.data_dir={data_dir}); "
+
+
 def _output_dir(cfg: DictConfig) -> str | None:
     """The running job's output folder (Hydra's, else the one a saved config records), if any."""
     from hydra.core.hydra_config import HydraConfig
@@ -366,7 +382,7 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
     if path is not None and not path.exists():
         found.append(
             f"dataset.path={str(select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
-            "allowed: an existing file or folder, or null for the packaged demo set"
+            f"{_fetch_hint(cfg, path)}allowed: an existing file or folder, or null for the packaged demo set"
         )
     aliases = _dataset_path(cfg, "dataset.aliases")
     if aliases is not None and not aliases.is_file():

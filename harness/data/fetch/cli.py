@@ -1,0 +1,129 @@
+"""The command line of the data fetch: ``python -m harness.data list | fetch NAME... | urls NAME...``.
+
+Exit status: 0 done, 1 a fetch failed (network, checksum, unsafe archive), 2 a name or a registry file that
+cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from harness.core.home import DATA_DIR_ENV, default_data_dir
+from harness.data.fetch.download import MIRROR_ENV, FetchError
+from harness.data.fetch.extract import UnsafeArchive
+from harness.data.fetch.fetch import fetch_dataset, presence
+from harness.data.fetch.registry import Dataset, RegistryError, load_registry
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "unknown"
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    return ""
+
+
+def _checksums(dataset: Dataset) -> str:
+    published = [f for f in dataset.files if f.sha256]
+    if len(published) == len(dataset.files):
+        return "pinned"
+    return "first use" if not published else "some pinned"
+
+
+def _list(datasets: dict[str, Dataset], data_dir: Path) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"datasets (data folder {data_dir})", show_lines=True)
+    for column in ("name", "configs", "here", "size", "checksum", "license", "source", "citation"):
+        table.add_column(column, overflow="fold")
+    for dataset in datasets.values():
+        table.add_row(
+            dataset.name,
+            ", ".join(dataset.configs),
+            presence(dataset, data_dir),
+            _size(dataset.size),
+            _checksums(dataset),
+            dataset.license,
+            dataset.files[0].sources[0],
+            dataset.citation,
+        )
+    Console(width=200).print(table)
+    print("fetch one with: python -m harness.data fetch NAME (checksum 'first use': no published hash; the first "
+          "fetch records it)")
+    return 0
+
+
+def _unknown(names: list[str], datasets: dict[str, Dataset]) -> list[str]:
+    return [name for name in names if name not in datasets]
+
+
+def _fetch(names: list[str], datasets: dict[str, Dataset], data_dir: Path, mirror: str | None, quiet: bool) -> int:
+    for name in names:
+        dataset = datasets[name]
+        print(f"{name}: {dataset.description or dataset.name} -> {data_dir}", file=sys.stderr)
+        try:
+            results = fetch_dataset(dataset, data_dir, mirror, progress=not quiet)
+        except (FetchError, UnsafeArchive, KeyError, ValueError) as error:
+            print(f"error: {name}: {error}", file=sys.stderr)
+            return 1
+        for result in results:
+            print(f"{result.action:10} {result.path}  sha256 {result.sha256}")
+        print(f"{name}: ready; run it with: python -m harness dataset={dataset.configs[0]}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.data",
+        description="List and fetch the official files of the benchmarks the dataset configs read. Files go to "
+        f"the data folder (--data-dir, else ${DATA_DIR_ENV}, else the harness checkout's data/), where every "
+        "dataset config looks for them.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--registry", action="append", type=Path, default=[], metavar="FILE",
+                        help="a registry file of your own datasets in the same format (repeatable; its entries "
+                        "replace packaged ones of the same name)")
+    common.add_argument("--data-dir", type=Path, default=None, help=f"the data folder (default: ${DATA_DIR_ENV} or "
+                        "the checkout's data/)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", parents=[common], help="every registered dataset: configs, whether it is here, size, license, "
+                        "source and citation")
+    fetch = commands.add_parser("fetch", parents=[common], help="download, verify and place the files of NAME...")
+    fetch.add_argument("names", nargs="+", metavar="NAME")
+    fetch.add_argument("--mirror", default=os.environ.get(MIRROR_ENV) or None, metavar="URL",
+                       help=f"fetch from this server instead of the sources (default ${MIRROR_ENV}): one that "
+                       "serves a data folder as fetched, each file at URL/PATH (python -m harness.data urls)")
+    fetch.add_argument("--quiet", action="store_true", help="no progress bars")
+    urls = commands.add_parser("urls", parents=[common], help="PATH and official URL of what each of NAME... downloads (to fill a "
+                               "mirror by hand; or fetch into a folder and serve it)")
+    urls.add_argument("names", nargs="+", metavar="NAME")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        datasets = load_registry(args.registry)
+    except RegistryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    data_dir = (args.data_dir or default_data_dir()).resolve()
+    if args.command == "list":
+        return _list(datasets, data_dir)
+    unknown = _unknown(args.names, datasets)
+    if unknown:
+        print(f"error: no dataset named {', '.join(unknown)} in the registry; known: {', '.join(datasets)} "
+              "(python -m harness.data list)", file=sys.stderr)
+        return 2
+    if args.command == "urls":
+        for name in args.names:
+            for path, url in dict.fromkeys((f.download_path, f.sources[0]) for f in datasets[name].files):
+                print(f"{path}\t{url}")
+        return 0
+    return _fetch(args.names, datasets, data_dir, args.mirror, args.quiet)
