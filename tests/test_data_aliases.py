@@ -73,6 +73,7 @@ def test_the_dataset_config_passes_dataset_aliases_to_the_loader(tmp_path, monke
     node = OmegaConf.load(REPO / "conf" / "dataset" / "2wikimultihopqa.yaml")
     assert node.aliases is None and node.answer_scorer == "hotpotqa"
     node.aliases = path
+    node.path = str(SHARED_DATA / "2wikimultihopqa" / "2wiki_dev_sample.jsonl")  # not under paths.data_dir here
     cfg = OmegaConf.create({"seed": 0, "dataset": node})
     examples = {e.question_id: e for e in instantiate(dataset_loader_config(cfg.dataset))}
     assert examples[record["_id"]].answers == ("Free Guy", "FG")

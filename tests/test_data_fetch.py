@@ -154,7 +154,7 @@ def zip_with(path: Path, members: dict[str, bytes], link: tuple[str, str] | None
             archive.writestr(name, data)
         if link:
             info = zipfile.ZipInfo(link[0])
-            info.external_attr = (0o120777 << 16)  # a symbolic link, its target as the content
+            info.external_attr = 0o120777 << 16  # a symbolic link, its target as the content
             archive.writestr(info, link[1])
     return path
 
@@ -267,7 +267,7 @@ def test_from_a_clone_fetch_then_run(tmp_path, mirror):
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_DATA_DIR", "HARNESS_DATA_MIRROR")}
     env["HARNESS_DATA_DIR"] = str(tmp_path / "data")  # the checkout's data/ in a clone; here a tmp folder
     fetched = subprocess.run(
-        [sys.executable, "-m", "harness.data", "fetch", "hotpotqa", "--mirror", mirror.url, "--registry", str(REGISTRY)],
+        [sys.executable, "-m", "harness.data", "fetch", "hotpotqa", "--mirror", mirror.url, "--registry", REGISTRY],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert fetched.returncode == 0, fetched.stderr

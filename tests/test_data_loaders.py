@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from harness.data import DatasetFormatError, detect_layout, load_dataset, load_examples
 from harness.run.pipeline import dataset_loader_config
+from tests.conftest import compose_cfg
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -422,9 +422,9 @@ def test_relative_path_is_read_from_the_launch_directory(tmp_path, monkeypatch):
 def test_dataset_configs_instantiate(config, count, data_file, monkeypatch):
     if data_file is not None and not data_file.is_file():
         pytest.skip(f"shared sample {data_file} not present")
-    monkeypatch.chdir(REPO)  # config paths are relative to the project root
-    node = OmegaConf.load(REPO / "conf" / "dataset" / f"{config}.yaml")
-    cfg = OmegaConf.create({"seed": 3, "dataset": node})
+    monkeypatch.chdir(REPO)  # relative config paths are relative to the launch folder
+    cfg = compose_cfg([f"dataset={config}", "seed=3"])  # its path under paths.data_dir: the samples, in tests
+    node = cfg.dataset
     examples = instantiate(dataset_loader_config(cfg.dataset))
     assert len(examples) == count
     assert {e.dataset for e in examples} == {config}

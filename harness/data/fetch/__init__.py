@@ -7,7 +7,7 @@ files under ``paths.data_dir`` where the dataset configs look for them (:mod:`ha
 from harness.data.fetch.download import ChecksumMismatch, FetchError
 from harness.data.fetch.extract import UnsafeArchive
 from harness.data.fetch.fetch import fetch_dataset, fetch_file
-from harness.data.fetch.registry import Dataset, DataFile, RegistryError, dataset_for_path, load_registry
+from harness.data.fetch.registry import DataFile, Dataset, RegistryError, dataset_for_path, load_registry
 
 __all__ = [
     "ChecksumMismatch",

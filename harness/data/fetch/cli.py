@@ -54,8 +54,10 @@ def _list(datasets: dict[str, Dataset], data_dir: Path) -> int:
             dataset.citation,
         )
     Console(width=200).print(table)
-    print("fetch one with: python -m harness.data fetch NAME (checksum 'first use': no published hash; the first "
-          "fetch records it)")
+    print(
+        "fetch one with: python -m harness.data fetch NAME (checksum 'first use': no published hash; the first "
+        "fetch records it)"
+    )
     return 0
 
 
@@ -86,22 +88,40 @@ def _parser() -> argparse.ArgumentParser:
         "dataset config looks for them.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--registry", action="append", type=Path, default=[], metavar="FILE",
-                        help="a registry file of your own datasets in the same format (repeatable; its entries "
-                        "replace packaged ones of the same name)")
-    common.add_argument("--data-dir", type=Path, default=None, help=f"the data folder (default: ${DATA_DIR_ENV} or "
-                        "the checkout's data/)")
+    common.add_argument(
+        "--registry",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="a registry file of your own datasets in the same format (repeatable; its entries "
+        "replace packaged ones of the same name)",
+    )
+    common.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"the data folder (default: ${DATA_DIR_ENV} or the checkout's data/)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", parents=[common], help="every registered dataset: configs, whether it is here, size, license, "
-                        "source and citation")
+    commands.add_parser(
+        "list",
+        parents=[common],
+        help="every registered dataset: configs, whether here, size, license, source, citation",
+    )
     fetch = commands.add_parser("fetch", parents=[common], help="download, verify and place the files of NAME...")
     fetch.add_argument("names", nargs="+", metavar="NAME")
-    fetch.add_argument("--mirror", default=os.environ.get(MIRROR_ENV) or None, metavar="URL",
-                       help=f"fetch from this server instead of the sources (default ${MIRROR_ENV}): one that "
-                       "serves a data folder as fetched, each file at URL/PATH (python -m harness.data urls)")
+    fetch.add_argument(
+        "--mirror",
+        default=os.environ.get(MIRROR_ENV) or None,
+        metavar="URL",
+        help=f"fetch from this server instead of the sources (default ${MIRROR_ENV}): one that "
+        "serves a data folder as fetched, each file at URL/PATH (python -m harness.data urls)",
+    )
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
-    urls = commands.add_parser("urls", parents=[common], help="PATH and official URL of what each of NAME... downloads (to fill a "
-                               "mirror by hand; or fetch into a folder and serve it)")
+    urls = commands.add_parser(
+        "urls", parents=[common], help="PATH and official URL of what NAME... downloads (to fill a mirror by hand)"
+    )
     urls.add_argument("names", nargs="+", metavar="NAME")
     return parser
 
@@ -118,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         return _list(datasets, data_dir)
     unknown = _unknown(args.names, datasets)
     if unknown:
-        print(f"error: no dataset named {', '.join(unknown)} in the registry; known: {', '.join(datasets)} "
-              "(python -m harness.data list)", file=sys.stderr)
+        print(
+            f"error: no dataset named {', '.join(unknown)} in the registry; known: {', '.join(datasets)} "
+            "(python -m harness.data list)",
+            file=sys.stderr,
+        )
         return 2
     if args.command == "urls":
         for name in args.names:

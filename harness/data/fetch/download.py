@@ -81,9 +81,7 @@ def _transfer(url: str, part: Path, progress: bool) -> None:
         downloader(url, handle, None)
 
 
-def download(
-    urls: list[str], destination: Path, sha256: str | None, size: int | None, progress: bool = True
-) -> str:
+def download(urls: list[str], destination: Path, sha256: str | None, size: int | None, progress: bool = True) -> str:
     """Fetch the first of ``urls`` that answers into ``destination``, verified; returns the file's sha256.
 
     ``sha256=None`` accepts what arrives (the caller records the hash). A partial file left by an interrupted

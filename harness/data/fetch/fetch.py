@@ -67,8 +67,7 @@ def _ensure_download(file: DataFile, data_dir: Path, mirror: str | None, progres
             if got == expected:
                 return "present", got, False
             raise FetchError(
-                f"{target} is already there but its sha256 is {got}, expected {expected}; "
-                "move it away and fetch again"
+                f"{target} is already there but its sha256 is {got}, expected {expected}; move it away and fetch again"
             )
         got = download(sources_of(file, mirror), target, expected, file.size, progress)
         if expected is None:
