@@ -280,3 +280,18 @@ def test_from_a_clone_fetch_then_run(tmp_path, mirror):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "12 questions from hotpotqa" in run.stdout + run.stderr
     assert (tmp_path / "run" / "rows.parquet").is_file()
+
+
+def test_every_data_command_of_the_data_page_runs(tmp_path, mirror, monkeypatch, capsys):
+    """docs/data.md's `python -m harness.data` lines, against the loopback mirror and the samples' registry."""
+    from tests.helpers.doc_commands import command_lines
+
+    commands = [c for c in command_lines(REPO / "docs" / "data.md") if c.module == "harness.data"]
+    assert {c.arguments[0] for c in commands} == {"list", "fetch", "urls"}
+    monkeypatch.setenv("HARNESS_DATA_MIRROR", mirror.url)  # what the page's mirror URL stands for here
+    for command in commands:
+        assert dict(command.env).keys() <= {"HARNESS_DATA_MIRROR"}, command
+        arguments = [*command.arguments, "--registry", str(REGISTRY), "--data-dir", str(tmp_path / "data")]
+        assert main(arguments) == 0, (str(command), capsys.readouterr().err)
+    assert sha256(tmp_path / "data" / HOTPOT) == HOTPOT_SHA
+    assert (tmp_path / "data" / "musique" / "musique_ans_v1.0_dev.jsonl").is_file()

@@ -435,3 +435,21 @@ def test_dataset_configs_instantiate(config, count, data_file, monkeypatch):
 
 def examples_path(node):
     return None if node.path is None else REPO / node.path
+
+
+def test_question_ids_file_keeps_exactly_the_listed_questions(tmp_path):
+    every = load_dataset(HOTPOT, "hotpotqa")
+    chosen = [every[7].question_id, every[2].question_id]
+    ids = tmp_path / "ids.txt"
+    ids.write_text(f"# two of them\n{chosen[0]}\n\n{chosen[1]}  # trailing comment\n")
+    kept = load_dataset(HOTPOT, "hotpotqa", question_ids_file=ids)
+    assert [e.question_id for e in kept] == [every[2].question_id, every[7].question_id]  # file order
+    ids.write_text(f"{chosen[0]}\nnot-a-question\n")
+    with pytest.raises(DatasetFormatError, match=r"1 of its 2 question ids are not in .*not-a-question"):
+        load_dataset(HOTPOT, "hotpotqa", question_ids_file=ids)
+
+
+def test_the_replication_ids_file_names_every_question_of_the_sample_the_figures_rest_on():
+    cfg = compose_cfg(["+sweeps=replication_packing"])
+    examples = instantiate(dataset_loader_config(cfg.dataset))
+    assert len(examples) == 485 and Path(cfg.dataset.question_ids_file).name == "hotpotqa_ircot_485.txt"

@@ -629,3 +629,19 @@ def test_a_tree_with_one_fresh_build_gets_no_interval_and_too_few_runs(tmp_path)
     # DTCRS (lm) 41 s against one RAPTOR build of 100 s: -59%, and no verdict from one build
     assert "| too few runs (3 DTCRS and 1 RAPTOR build; 2 per tree at least) | -59% (no interval) vs paper" in row
     assert "reversed" not in row and "MDE 0%" not in text
+
+
+def test_settings_name_the_data_file_and_the_ids_that_chose_its_questions():
+    from harness.report.replication.common import data_files
+
+    rows = pd.DataFrame(
+        {
+            "dataset": ["hotpotqa_ircot"] * 3,
+            "qkey": ["a", "b", "b"],
+            "cfg.dataset.path": ["/data/ircot/processed_data/hotpotqa/test_subsampled.jsonl"] * 3,
+            "cfg.dataset.question_ids_file": ["/h/harness/data/question_ids/hotpotqa_ircot_485.txt"] * 3,
+        }
+    )
+    assert data_files(rows) == "`test_subsampled.jsonl` (2 questions, the ones `hotpotqa_ircot_485.txt` lists)"
+    older = rows.drop(columns=["cfg.dataset.question_ids_file"])
+    assert data_files(older) == "`test_subsampled.jsonl` (2 questions)"

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.core.types import Example
 from harness.data.aliases import add_answer_aliases
-from harness.data.errors import DatasetFormatError, DatasetMismatchError
+from harness.data.errors import DatasetFormatError, DatasetMismatchError, DatasetNotFoundError
 from harness.data.formats import DatasetFormat, formats, layouts, option_owners, split_from_filename
 from harness.data.io import read_records
 from harness.data.records import RecordContext, peek_id
@@ -205,6 +205,7 @@ def load_dataset(
     setting: str | None = None,
     source: str | None = None,
     aliases: str | Path | None = None,
+    question_ids_file: str | Path | None = None,
     **options: Any,
 ) -> list[Example]:
     """Examples of a dataset file, optionally a reproducible subsample of at most ``sample_size``
@@ -212,8 +213,10 @@ def load_dataset(
     ``path`` is taken from the directory the program was started in, also under Hydra (which may
     change the working directory). ``path=None`` is the packaged demo set. ``aliases``: 2WikiMultihopQA's
     ``id_aliases.json``, whose aliases and demonyms of each record's ``answer_id`` become further gold
-    answers, as in the official evaluator (:mod:`harness.data.aliases`). ``layout``, ``name``,
-    ``split``, ``setting``, ``source`` and further ``options``: as :func:`load_examples` takes them.
+    answers, as in the official evaluator (:mod:`harness.data.aliases`). ``question_ids_file``: a text file of
+    question ids, one per line; only those questions are kept (before the subsample), and every id listed must be
+    in the file, so a study names exactly the questions its figures rest on. ``layout``, ``name``, ``split``,
+    ``setting``, ``source`` and further ``options``: as :func:`load_examples` takes them.
     """
     check_sample_size(sample_size)  # before reading: a bad size fails at once
     named = "the demo set" if path is None else str(path)  # as the config gives it, for the warning
@@ -221,7 +224,27 @@ def load_dataset(
         path = _absolute(path)
     examples = load_examples(path, layout, name=name, split=split, setting=setting, source=source, **options)
     examples = add_answer_aliases(examples, None if aliases is None else _absolute(aliases))
+    if question_ids_file is not None:
+        examples = keep_listed(examples, _absolute(question_ids_file), named)
     return subsample(examples, sample_size, seed, source=named)
+
+
+def keep_listed(examples: list[Example], ids_file: Path, named: str) -> list[Example]:
+    """The examples whose question id ``ids_file`` lists (one per line, ``#`` comments), in file order; an
+    error naming both files when a listed id is not among them."""
+    try:
+        lines = ids_file.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as error:
+        raise DatasetNotFoundError(ids_file, "dataset.question_ids_file does not exist") from error
+    wanted = {line.split("#", 1)[0].strip() for line in lines} - {""}
+    kept = [example for example in examples if example.question_id in wanted]
+    missing = wanted - {example.question_id for example in kept}
+    if missing:
+        shown = ", ".join(sorted(missing)[:3])
+        raise DatasetFormatError(
+            ids_file, f"{len(missing)} of its {len(wanted)} question ids are not in {named} (e.g. {shown})"
+        )
+    return kept
 
 
 def _absolute(path: str | Path) -> Path:

@@ -329,6 +329,23 @@ def read_with(rows: pd.DataFrame) -> str:
     return ", ".join(f"{r.reader} ({r.numerics})" for r in pairs.sort_values(["reader", "numerics"]).itertuples())
 
 
+def data_files(rows: pd.DataFrame) -> str:
+    """Which file the rows' questions came from and how many they are, per dataset: ```FILE`` (485 questions)`,
+    with the ids file that chose them when one did (``dataset.question_ids_file``)."""
+    described = []
+    for dataset, group in rows.groupby(rows["dataset"].astype(str), sort=True):
+        paths = group["cfg.dataset.path"].dropna().astype(str).unique() if "cfg.dataset.path" in group else []
+        files = ", ".join(f"`{Path(p).name}`" for p in sorted(paths)) or f"`{dataset}`"
+        ids = (
+            group["cfg.dataset.question_ids_file"].dropna().astype(str).unique()
+            if ("cfg.dataset.question_ids_file" in group)
+            else []
+        )
+        chosen = f", the ones `{'`, `'.join(Path(i).name for i in sorted(ids))}` lists" if len(ids) else ""
+        described.append(f"{files} ({group['qkey'].nunique()} questions{chosen})")
+    return "; ".join(described)
+
+
 def _ordered_packers(rows: pd.DataFrame) -> list[str]:
     present = set(rows["packer"].astype(str))
     return [p for p in PACKERS if p in present] + sorted(present - set(PACKERS))

@@ -32,6 +32,7 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
+    data_files,
     read_with,
     verdict,
 )
@@ -61,7 +62,8 @@ def ladder_section(settings: Settings) -> Section:
         "explains reader accuracy beyond recall@k (incremental R², question-clustered interval).",
         "",
         f"Setting: {rows['qkey'].nunique()} {', '.join(sorted(rows['dataset'].astype(str).unique()))} questions "
-        f"(seed {int(rows['seed'].iloc[0])}), B = {int(rows['budget'].iloc[0])}, {rows['packer'].nunique()} "
+        f"(seed {int(rows['seed'].iloc[0])}; data: {data_files(rows)}), B = {int(rows['budget'].iloc[0])}, "
+        f"{rows['packer'].nunique()} "
         f"packers, readers {read_with(rows)}, greedy. The papers' readers (Qwen2.5 3B-32B) are configs "
         "(`reader=qwen2.5_7b` ...) for machines that have their weights; this ladder is what loads offline.",
     )

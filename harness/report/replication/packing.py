@@ -39,6 +39,7 @@ from harness.report.replication.common import (
     _save,
     _verdict,
     counted,
+    data_files,
     read_with,
     viewer_links,
 )
@@ -110,7 +111,8 @@ def packing_section(settings: Settings) -> Section:
         "than naive top-k packing (seed 000, Table 5, B = 160: answer-in-context 0.640 vs 0.590; gold coverage",
         "0.779 vs 0.685).",
         "",
-        f"Setting: {', '.join(sorted(rows['dataset'].astype(str).unique()))}, every packer choosing from the whole "
+        f"Setting: {', '.join(sorted(rows['dataset'].astype(str).unique()))} (data: {data_files(rows)}), every "
+        "packer choosing from the whole "
         f"pool, {counted(len(n_q), 'seed')} ({', '.join(str(s) for s in n_q.index)}) of {int(n_q.iloc[0])} "
         f"questions {'each ' if len(n_q) > 1 else ''}"
         f"({rows['qkey'].nunique()} distinct"

@@ -17,6 +17,7 @@ from harness.report.replication.common import (
     _evidence,
     _ordered_packers,
     _verdict,
+    data_files,
     read_with,
 )
 from harness.report.replication.provenance import study_commands
@@ -38,7 +39,8 @@ def reader_columns_section(settings: Settings) -> Section:
         "F1 beside answer-in-context for every packer).",
         "",
         f"Setting: {read_with(rows)} reads the contexts of each packer at B = {budget} on "
-        f"{rows['qkey'].nunique()} IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}): the strongest "
+        f"{rows['qkey'].nunique()} IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}; data: "
+        f"{data_files(rows)}): the strongest "
         "offline rung, beside the default reader of the packing table's F1 and EM columns.",
     )
     study_commands(section, settings, [READER_IRCOT], "python -m harness.report replicate")
