@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.cache.network_fs import POLICIES
 from harness.cache.postgres import is_url, redacted
 from harness.core.values import is_int, is_number
+from harness.data.fetch.registry import fetch_hint
 from harness.metrics.answers import ANSWER_SCORERS
 from harness.metrics.longform import DATASET_SCORERS, scorer
 from harness.run.check_values import closest, select
@@ -173,22 +174,6 @@ def _dataset_path(cfg: DictConfig, key: str = "dataset.path") -> Path | None:
 
         return Path(to_absolute_path(str(path)))
     return Path(os.path.abspath(str(path)))
-
-
-def _fetch_hint(cfg: DictConfig, path: Path) -> str:
-    """``fetch it with: python -m harness.data fetch NAME; `` when a registered dataset's fetch makes ``path``."""
-    from harness.data.fetch.registry import RegistryError, dataset_for_path
-
-    data_dir = OmegaConf.select(cfg, "paths.data_dir", default=None, throw_on_resolution_failure=False)
-    if data_dir is None:
-        return ""
-    try:
-        dataset = dataset_for_path(path, Path(str(data_dir)))
-    except RegistryError:
-        return ""
-    if dataset is None:
-        return ""
-    return f"fetch it with: python -m harness.data fetch {dataset.name} (into paths.data_dir={data_dir}); "
 
 
 def _output_dir(cfg: DictConfig) -> str | None:
@@ -382,7 +367,8 @@ def problems(cfg: DictConfig, config_file: Path = CONFIG_FILE, overrides: list[s
     if path is not None and not path.exists():
         found.append(
             f"dataset.path={str(select(cfg, 'dataset.path')[1])!r} does not exist (looked for {path}); "
-            f"{_fetch_hint(cfg, path)}allowed: an existing file or folder, or null for the packaged demo set"
+            f"{fetch_hint(path, OmegaConf.select(cfg, 'paths.data_dir', default=None))}"
+            "allowed: an existing file or folder, or null for the packaged demo set"
         )
     aliases = _dataset_path(cfg, "dataset.aliases")
     if aliases is not None and not aliases.is_file():

@@ -38,11 +38,13 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
     reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
     """
+    from harness.core.checkout import describe_code
     from harness.run.config_check import validate
     from harness.runlog.journal import RowJournal, normalise_row
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
     validate(cfg)  # before any model loads
+    print(describe_code(), flush=True)  # which checkout's code this is: one venv may serve several
     flags = RunFlags.of(cfg)
     cache_cfg = cfg.get("cache", {})
     cache.configure(

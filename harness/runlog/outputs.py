@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cache.postgres import redacted_config
+from harness.core.checkout import code_identity
 from harness.metrics.registry import METEOR, ROUGE_L, metric_names
 from harness.stats import summarize_columns
 
@@ -185,6 +186,7 @@ def write_outputs(
         # Backend, weights' format, dtype and device of the answers (harness.read.base.Reader.numerics).
         "reader_numerics": str(first["reader_numerics"]) if "reader_numerics" in rows.columns else None,
         "run_key": run_key,
+        "code": code_identity(),  # version, checkout path, commit, uncommitted changes
         "n_questions": len(rows),
         "metrics": {
             rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}

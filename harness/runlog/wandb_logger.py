@@ -10,6 +10,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cache.postgres import redacted_config
+from harness.core.checkout import code_identity
 from harness.metrics.provenance import ANSWER_SPANS, PROVENANCE_COLUMNS, SNIPPETS
 from harness.metrics.registry import metric_names
 
@@ -92,7 +93,10 @@ class WandbLogger:
             tags=self.tags,
             dir=str(output_dir),
             name=" ".join(f"{k}={v}" for k, v in summary["run"].items()),
-            config=redacted_config(OmegaConf.to_container(cfg, resolve=True)),  # type: ignore[arg-type]
+            config={
+                **redacted_config(OmegaConf.to_container(cfg, resolve=True)),  # type: ignore[arg-type]
+                "code": summary.get("code") or code_identity(),  # which checkout and commit ran
+            },
             reinit="finish_previous",
         )
         try:

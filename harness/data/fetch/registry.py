@@ -163,3 +163,17 @@ def dataset_for_path(path: Path, data_dir: Path, datasets: dict[str, Dataset] | 
             if fetched == target or target in fetched.parents:
                 return dataset
     return None
+
+
+def fetch_hint(path: Path, data_dir: str | Path | None) -> str:
+    """``fetch it with: python -m harness.data fetch NAME ...; `` when a registered dataset's fetch makes
+    ``path`` (for the missing file's error), else nothing."""
+    if data_dir is None:
+        return ""
+    try:
+        dataset = dataset_for_path(path, Path(str(data_dir)))
+    except RegistryError:
+        return ""
+    if dataset is None:
+        return ""
+    return f"fetch it with: python -m harness.data fetch {dataset.name} (into paths.data_dir={data_dir}); "

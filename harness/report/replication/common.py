@@ -48,6 +48,11 @@ class Study:
     def path(self, root: Path) -> Path:
         return root / self.directory
 
+    def command_in(self, root: Path) -> str:
+        """The study's command writing into ``root`` (the study root a page was made from)."""
+        default = f"hydra.sweep.dir={self.path(DEFAULT_STUDIES).as_posix()}"
+        return self.command.replace(default, f"hydra.sweep.dir={self.path(root).as_posix()}")
+
 
 def _sweep(directory: str, sweep: str | None = None, *overrides: str) -> Study:
     """A study made by ``sweeps/<sweep>.yaml`` (by default the directory's name) with ``overrides``, into
@@ -291,7 +296,7 @@ def viewer_links(
             log.warning("no viewer for %s: %s", folder, error)
             return
         _VIEWERS_WRITTEN.add(path)
-    shown = (study.path(DEFAULT_STUDIES) / VIEWER_FILE).as_posix()
+    shown = (study.path(settings.studies) / VIEWER_FILE).as_posix()
     if not (path.is_file() and path.resolve().is_relative_to(settings.out.parent.resolve())):
         section.add(
             "",
@@ -306,7 +311,7 @@ def viewer_links(
     section.add(
         "",
         f"Per question, what each policy put in front of the reader: [{study.directory} viewer]({href}) "
-        f"(`python -m harness.report view {study.path(DEFAULT_STUDIES).as_posix()}`)"
+        f"(`python -m harness.report view {study.path(settings.studies).as_posix()}`)"
         + (f"; side by side: {', '.join(links)}." if links else "."),
     )
 

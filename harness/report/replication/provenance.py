@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.report.replication.common import DEFAULT_STUDIES, Section, Settings, Study
+from harness.report.replication.common import Section, Settings, Study
 
 SWEEPS_DIR = Path(__file__).resolve().parents[3] / "sweeps"
 LAUNCH = "python -m harness -m"
@@ -79,9 +79,9 @@ def study_grid(study: Study) -> Grid:
     return {**swept, **grid}
 
 
-def _command(grid: Grid, study: Study) -> str:
+def _command(grid: Grid, study: Study, root: Path) -> str:
     overrides = [shlex.quote(f"{key}={','.join(values)}") for key, values in grid.items()]
-    return " ".join([LAUNCH, *overrides, f"hydra.sweep.dir={study.path(DEFAULT_STUDIES).as_posix()}"])
+    return " ".join([LAUNCH, *overrides, f"hydra.sweep.dir={study.path(root).as_posix()}"])
 
 
 def _differences(grid: Grid, expected: Grid) -> list[str]:
@@ -100,22 +100,23 @@ def made_by(settings: Settings, study: Study) -> tuple[str, str | None]:
     """The command behind the study's rows, and a note when it is not the study's own command (None when the
     rows are the study's whole grid, or their runs record no overrides)."""
     runs = run_overrides(study.path(settings.studies))
+    own = study.command_in(settings.studies)  # into the folder the study used, not the default one
     if not runs:
-        return study.command, None
+        return own, None
     grid, expected = runs_grid(runs), study_grid(study)
     jobs = math.prod(len(values) for values in expected.values())
     same = {k: set(v) for k, v in grid.items()} == {k: set(v) for k, v in expected.items()}
     if same and len(runs) == jobs:
-        return study.command, None
+        return own, None
     said = _differences(grid, expected) if not same else []
     if len(runs) != math.prod(len(values) for values in grid.values()):
         said.append(f"{len(runs)} of the {math.prod(len(v) for v in grid.values())} combinations of these values")
     run_word = "run" if len(runs) == 1 else "runs"
     note = (
         f"The `{study.directory}` rows come from {len(runs)} {run_word} whose overrides are not the study's "
-        f"command: {'; '.join(said)}. The whole study: `{study.command}`."
+        f"command: {'; '.join(said)}. The whole study: `{own}`."
     )
-    return _command(grid, study), note
+    return _command(grid, study, settings.studies), note
 
 
 def study_commands(section: Section, settings: Settings, studies: Sequence[Study], *then: str) -> None:
