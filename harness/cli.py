@@ -224,9 +224,27 @@ def mask_log_records() -> None:
     logging.setLogRecordFactory(masked_record)
 
 
+def multirun_cfg_problem(arguments: list[str]) -> str | None:
+    """Hydra refuses ``--cfg`` with ``-m`` (a ValueError from deep inside); say what to do instead."""
+    multirun = any(a in ("-m", "--multirun") for a in arguments)
+    cfg = any(a in ("-c", "--cfg") or a.startswith("--cfg=") for a in arguments)
+    if not (multirun and cfg):
+        return None
+    overrides = " ".join(a for a in arguments if not a.startswith("-") and a not in ("job", "hydra", "all"))
+    return (
+        "--cfg shows one job's config and cannot be combined with -m (Hydra's rule). Drop -m to print the config "
+        "of one job (--cfg hydra --resolve shows its launcher), or preview every job of the sweep, with its "
+        f"launcher, resources and cost: python -m harness.plan --sweep {overrides}".rstrip()
+    )
+
+
 def main() -> None:
     signals.install()
     mask_log_records()
+    problem = multirun_cfg_problem(sys.argv[1:])
+    if problem:
+        print(f"harness: {problem}", file=sys.stderr)
+        sys.exit(2)
     try:
         hydra_main()
     except signals.Interrupted as stop:

@@ -67,7 +67,7 @@ def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
     cpus = len(os.sched_getaffinity(0))
     assert [overrides for overrides, _ in found] == expected_overrides("reader=smollm2_135m")  # hydra.* apart
     for _, (resources, memory, cost) in found:
-        assert resources == f"  resources  {cpus} CPUs, every GPU of the machine"
+        assert resources == f"  resources  {cpus} CPUs, 0 GPUs (none on this machine; --gpus names a node's)"
         assert memory == "  memory     reader smollm2-135m on the CPU: no GPU plan"
         # 12 demo questions at 3.71 s each (SmolLM2-135M on the CPU), 75.9 packings/s, 0.89 s per job.
         assert cost.startswith(f"  cost       {seconds(3.71):.1f} s = select 0.2 s + job 0.89 s + read 44.5 s")
@@ -102,3 +102,34 @@ def test_every_rate_is_a_figure_its_page_shows_with_its_command(rate):
     page = (REPO / rate.page).read_text()
     assert rate.command in page
     assert re.search(rf"(?<![\d.]){re.escape(rate.figure)}(?![\d])", page), f"{rate.figure} not on {rate.page}"
+
+
+def test_the_preview_shows_the_launcher_block_the_cache_and_what_a_sweeps_file_fixes(tmp_path):
+    result, lines = preview(
+        tmp_path,
+        "read=false",
+        "+sweeps=replication_packing",
+        "hydra/launcher=slurm",
+        "+hydra.launcher.setup=[module load cuda/12.4,source .venv/bin/activate]",
+        "cache.url=postgresql://harness:s3cret@db.internal/harness",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = "\n".join(lines)
+    start = lines.index("launcher   hydra/launcher=slurm")
+    cache = "cache      PostgreSQL postgresql://harness:***@db.internal/harness (one cache for every host)"
+    block = lines[start + 1 : lines.index(cache)]
+    assert "  cpus_per_task: 8" in block and "  - module load cuda/12.4" in block and "  setup:" in block
+    assert "s3cret" not in text
+    assert "sweeps     +sweeps=replication_packing (sweeps/replication_packing.yaml)" in lines
+    assert "  groups   dataset=hotpotqa_ircot diversifier=none logger=none" in lines
+    assert "  sweeps   packer=packed,focused,mmr,submod,oracle budget=96,128,160,224 seed=42,13,7" in lines
+    assert any(line.startswith("  fixes    dataset.sample_size=null") and " k=5 read=false" in line for line in lines)
+
+
+def test_multirun_with_cfg_says_to_drop_m_or_preview():
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "-m", "packer=packed,submod", "--cfg", "hydra"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "Drop -m" in result.stderr and "python -m harness.plan --sweep packer=packed,submod" in result.stderr

@@ -15,9 +15,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.cache.postgres import redacted
 from harness.core.threads import available_cpus
 from harness.plan.gpus import GpuSpec, describe
 from harness.plan.rates import JOB, SELECTION, read_price
+from harness.run.preview_launch import cache_line, launcher_block, sweep_file_lines
 
 PROMPT_ALLOWANCE = 512  # as the GPU check plans a run: budget + instruction, question and template
 
@@ -31,15 +33,18 @@ class Resources:
     extra: str = ""
 
     def line(self, node: list[GpuSpec]) -> str:
-        gpus = _gpus(self.gpus)
+        gpus = _gpus(self.gpus, node)
         if self.gpus is None and node:
             gpus += f" ({describe(node)})"
         parallel = f"{self.at_once} at once" if self.at_once else "as many at once as the scheduler allows"
         return f"{self.cpus} CPUs, {gpus}; {parallel} ({self.launcher}{self.extra})"
 
 
-def _gpus(count: int | None) -> str:
-    return "every GPU of the machine" if count is None else f"{count} GPU{'s' if count != 1 else ''}"
+def _gpus(count: int | None, node: list[GpuSpec]) -> str:
+    if count is None:  # the launcher restricts none: the job sees what the machine (or --gpus) has
+        count = len(node)
+        return "0 GPUs (none on this machine; --gpus names a node's)" if not count else f"all {count} GPU(s)"
+    return f"{count} GPU{'s' if count != 1 else ''}"
 
 
 def launcher_resources(master: DictConfig) -> Resources:
@@ -169,6 +174,7 @@ def preview(overrides: list[str], node: list[GpuSpec]) -> tuple[list[str], bool]
         jobs = job_overrides(master, loader)
         resources = launcher_resources(master)
         lines = [f"{len(jobs)} jobs; none started. Each gets {resources.line(node)}.", ""]
+        lines += [*launcher_block(master), cache_line(master), *sweep_file_lines(overrides), ""]
         counted: dict[str, int | None] = {}
         seconds: list[float | None] = []
         fits = True
@@ -179,8 +185,8 @@ def preview(overrides: list[str], node: list[GpuSpec]) -> tuple[list[str], bool]
             estimate, text = cost(job, question_count(job, counted), resources, plan, node)
             seconds.append(estimate)
             lines += [
-                f"job {number}: {' '.join(job_args) or '(no overrides)'}",
-                f"  resources  {resources.cpus} CPUs, {_gpus(resources.gpus)}",
+                f"job {number}: {' '.join(redacted(a) for a in job_args) or '(no overrides)'}",
+                f"  resources  {resources.cpus} CPUs, {_gpus(resources.gpus, node)}",
                 f"  memory     {memory}",
                 f"  cost       {text}",
             ]
