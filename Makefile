@@ -131,9 +131,9 @@ lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ a
 	$(VENV)/bin/pyright
 	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
-# Two workers: most of the suite's time is end-to-end subprocesses that leave a core idle (23 min serial,
-# 15.4 min with two workers on a 2-core AMX machine; three took 23 min, their model-loading subprocesses
-# contending for the two cores). TEST_WORKERS=0 runs it in one process.
+# Two workers: most of the suite's time is end-to-end subprocesses that leave a core idle; three workers were
+# slower, their model-loading subprocesses contending for the two cores (times: docs/architecture.md,
+# Development). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
 test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)

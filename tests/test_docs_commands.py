@@ -104,6 +104,28 @@ def test_the_default_reader_s_backend_is_stated_on_one_page():
                 assert f"{DEFAULT_READER_PAGE}#the-default-reader" in sentence, f"{page.name}: {sentence[:200]}"
 
 
+# Measured figures and the one page that states each (with its machine, date and command); other pages link
+# there. Generated pages (configuration.md from the configs, replication.md from the studies) are not counted.
+ONE_PAGE_FIGURES = {
+    r"24\.47 GB": "gpu-plan.md",  # Qwen2.5-7B's device peak in the plan's calibration run
+    r"24\.29 GB": "gpu.md",  # the same, in the GPU check's later run
+    r"\b\d[\d,]* tests in \d+ min": "architecture.md",  # the suite's time
+    r"(?<![\d.])2\.21(?![\d])": "readers.md",  # the default reader through llama.cpp, s/question
+    r"(?<![\d.])5\.24?x": "readers.md",  # the bf16 row reader against llama.cpp
+}
+
+
+@pytest.mark.parametrize("figure", sorted(ONE_PAGE_FIGURES))
+def test_a_measured_figure_is_stated_on_one_page(figure):
+    stated = {
+        page.name
+        for page in PAGES
+        if page.name not in ("configuration.md", "replication.md")
+        and re.search(figure, " ".join(page.read_text(encoding="utf-8").split()))
+    }
+    assert stated == {ONE_PAGE_FIGURES[figure]}, f"{figure!r} stated on {sorted(stated)}"
+
+
 def test_every_page_is_in_the_index_and_the_site_nav():
     pages = {p.name for p in (REPO / "docs").glob("*.md")} - {"index.md"}
     linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[\w-]+)?\)", INDEX.read_text()))

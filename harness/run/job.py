@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -40,9 +41,12 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     """
     from harness.core.checkout import describe_code
     from harness.run.config_check import validate
+    from harness.run.job_times import finished_job_entry, record
+    from harness.run.run_name import current_run_name
     from harness.runlog.journal import RowJournal, normalise_row
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
+    started = time.perf_counter()
     validate(cfg)  # before any model loads
     print(describe_code(), flush=True)  # which checkout's code this is: one venv may serve several
     flags = RunFlags.of(cfg)
@@ -101,5 +105,10 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
         pipeline.timings,
         key,
         counters={**pipeline.counters(), **{f"{kind}_reused": n for kind, n in pipeline.reused.items()}},
+        name=current_run_name(flags.read),
     )
+    if len(todo) == len(prepared):  # a whole job (not a resumed rest): what it cost prices the next sweep
+        reader = pipeline.reader.name if flags.read else None
+        entry = finished_job_entry(cfg, len(prepared), pipeline.timings, reader)
+        record(cfg.paths.cache_dir, entry, time.perf_counter() - started)
     return rows

@@ -19,8 +19,11 @@ from harness.cache.postgres import redacted
 from harness.core.threads import available_cpus
 from harness.plan.gpus import GpuSpec, describe
 from harness.plan.rates import JOB, SELECTION, read_price
+from harness.run.job_times import LOG, LocalRates, local_rates
 from harness.run.preview_launch import cache_line, launcher_block, sweep_file_lines
 
+HERE = "this machine"  # a rate learned from this machine's recorded jobs
+ELSEWHERE = "another machine"  # a documented rate, measured on the machine its page names
 PROMPT_ALLOWANCE = 512  # as the GPU check plans a run: budget + instruction, question and template
 
 
@@ -31,6 +34,7 @@ class Resources:
     gpus: int | None  # None: every GPU of the machine (the basic and joblib launchers restrict none)
     at_once: int | None  # jobs running together (None: as many as the scheduler allows)
     extra: str = ""
+    processes: int | None = None  # processes the jobs run in (None: one per job)
 
     def line(self, node: list[GpuSpec]) -> str:
         gpus = _gpus(self.gpus, node)
@@ -66,8 +70,8 @@ def launcher_resources(master: DictConfig) -> Resources:
     if "joblib" in target:
         n_jobs = int(launcher.get("n_jobs") or 1)
         jobs = available_cpus() if n_jobs <= 0 else n_jobs
-        return Resources(name, max(1, available_cpus() // jobs), None, jobs, ", threads = CPUs / jobs")
-    return Resources(name, available_cpus(), None, 1, ", in this process")
+        return Resources(name, max(1, available_cpus() // jobs), None, jobs, ", threads = CPUs / jobs", jobs)
+    return Resources(name, available_cpus(), None, 1, ", in this process", 1)
 
 
 def question_count(job: DictConfig, counted: dict[str, int | None]) -> int | None:
@@ -125,30 +129,41 @@ def memory_line(job: DictConfig, resources: Resources, node: list[GpuSpec]):
     return f"{plan.placement}, fullest GPU {need / 2**30:.1f} GiB; {plan.precision}", plan, True
 
 
-def cost(job: DictConfig, questions: int | None, resources: Resources, plan, node: list[GpuSpec]):
-    """(seconds or None, text): the job's estimated wall time from the measured rates."""
+def cost(job: DictConfig, questions: int | None, plan, local: LocalRates | None):
+    """(seconds or None, text): the job's estimated wall time, each figure marked by where its rate comes
+    from: this machine's recorded jobs (``harness.run.job_times``) or a documented one of another machine."""
     from harness.plan.memory import backend_of
     from harness.run.device_check import reader_gpus
 
     if questions is None:
         return None, "questions unknown (dataset file not found here)"
-    select = questions * SELECTION.seconds
-    parts = [f"{questions} questions", f"select {select:.1f} s", f"job {JOB.seconds:.2f} s"]
-    total = select + JOB.seconds
+    mine = local.selection(str(job.dataset.get("name"))) if local else None
+    select = questions * (mine if mine is not None else SELECTION.seconds)
+    overhead = local.job_s if local and local.job_s is not None else JOB.seconds
+    parts = [
+        f"{questions} questions",
+        f"select {select:.1f} s [{HERE if mine is not None else ELSEWHERE}]",
+        f"job {overhead:.2f} s [{HERE if local and local.job_s is not None else ELSEWHERE}]",
+    ]
+    total = select + overhead
     if bool(job.get("read", True)):
         reader = _reader(job)
         device = "gpu" if reader_gpus(reader) else "cpu"
-        try:
-            backend = backend_of(reader)
-        except ValueError:
-            backend = "server"
-        price = read_price(
-            str(reader.get("name")), device, backend, bool(reader.get("quantization")), plan.params if plan else None
-        )
-        if price.seconds is None:
-            return None, ", ".join(parts) + f"; read: {price.basis}"
-        total += questions * price.seconds
-        parts.append(f"read {questions * price.seconds:.1f} s [{price.basis}]")
+        measured = local.read.get((str(reader.get("name")), device)) if local else None
+        if measured is not None:
+            total += questions * measured
+            parts.append(f"read {questions * measured:.1f} s [{HERE}]")
+        else:
+            try:
+                backend = backend_of(reader)
+            except ValueError:
+                backend = "server"
+            quantized = bool(reader.get("quantization"))
+            price = read_price(str(reader.get("name")), device, backend, quantized, plan.params if plan else None)
+            if price.seconds is None:
+                return None, ", ".join(parts) + f"; read: {price.basis}"
+            total += questions * price.seconds
+            parts.append(f"read {questions * price.seconds:.1f} s [{ELSEWHERE}: {price.basis}]")
     return total, f"{total:.1f} s = " + " + ".join(parts[1:]) + f" for {parts[0]}"
 
 
@@ -173,6 +188,7 @@ def preview(overrides: list[str], node: list[GpuSpec]) -> tuple[list[str], bool]
         loader = hydra.config_loader
         jobs = job_overrides(master, loader)
         resources = launcher_resources(master)
+        local = local_rates(str(master.paths.cache_dir))
         lines = [f"{len(jobs)} jobs; none started. Each gets {resources.line(node)}.", ""]
         lines += [*launcher_block(master), cache_line(master), *sweep_file_lines(overrides), ""]
         counted: dict[str, int | None] = {}
@@ -182,7 +198,7 @@ def preview(overrides: list[str], node: list[GpuSpec]) -> tuple[list[str], bool]
             job = compose_job(master, job_args, loader)
             memory, plan, job_fits = memory_line(job, resources, node)
             fits = fits and job_fits
-            estimate, text = cost(job, question_count(job, counted), resources, plan, node)
+            estimate, text = cost(job, question_count(job, counted), plan, local)
             seconds.append(estimate)
             lines += [
                 f"job {number}: {' '.join(redacted(a) for a in job_args) or '(no overrides)'}",
@@ -191,14 +207,23 @@ def preview(overrides: list[str], node: list[GpuSpec]) -> tuple[list[str], bool]
                 f"  cost       {text}",
             ]
     GlobalHydra.instance().clear()
-    lines += ["", _totals(seconds, resources)]
-    lines += [f"rates: {rate.name} {rate.figure} {rate.unit}, {rate.page}: {rate.command}" for rate in (SELECTION, JOB)]
+    lines += ["", _totals(seconds, resources, local)]
+    if local is not None:
+        lines.append(f"rates [{HERE}]: {local.jobs} jobs recorded on {local.machine} (paths.cache_dir/{LOG})")
+    lines += [
+        f"rates [{ELSEWHERE}]: {rate.name} {rate.figure} {rate.unit} on a {rate.machine}, {rate.page}: {rate.command}"
+        for rate in (SELECTION, JOB)
+    ]
     return lines, fits
 
 
-def _totals(seconds: list[float | None], resources: Resources) -> str:
+def _totals(seconds: list[float | None], resources: Resources, local: LocalRates | None) -> str:
     known = [s for s in seconds if s is not None]
-    total = sum(known)
+    # A process start (imports, Hydra, model loads outside the stages): once for the basic launcher, which runs
+    # every job in this process; once per job for launchers that start a process each.
+    starts = min(resources.processes or len(seconds), len(seconds)) if local and local.start_s else 0
+    start = (local.start_s or 0.0) * starts if local else 0.0
+    total = sum(known) + start
     gpus = resources.gpus or 0
     unpriced = len(seconds) - len(known)
     tail = f"; {unpriced} job(s) unpriced" if unpriced else ""
@@ -206,7 +231,8 @@ def _totals(seconds: list[float | None], resources: Resources) -> str:
     if resources.at_once:
         wall = f", about {total / min(resources.at_once, max(1, len(seconds))) / 60:.1f} min of wall time"
     gpu_hours = f", {total * gpus / 3600:.2f} GPU-hours" if gpus else ""
+    started = f" including {starts} process start(s) of {local.start_s:.1f} s [{HERE}]" if starts and local else ""
     return (
-        f"total: {total / 60:.1f} job-minutes{wall}, {total * resources.cpus / 3600:.2f} CPU-hours"
-        f"{gpu_hours}{tail} (cold caches; warm caches skip the selection)"
+        f"total: {total:.0f} s, {total / 60:.1f} job-minutes{started}{wall}, {total * resources.cpus / 3600:.2f} "
+        f"CPU-hours{gpu_hours}{tail} (cold caches; warm caches skip the selection and the answers read before)"
     )

@@ -164,20 +164,33 @@ def print_summary(summary: pd.DataFrame, title: str) -> None:
     Console().print(table)
 
 
+def run_title(payload: dict) -> str:
+    """The run's name (what its sweep varies, or its overrides), or for a summary written before runs had
+    names, its main keys."""
+    return payload.get("name") or " ".join(f"{k}={v}" for k, v in payload["run"].items())
+
+
 def print_summary_payload(payload: dict) -> None:
     frame = pd.DataFrame([{"metric": name, **m} for name, m in payload["metrics"].items()])
-    run = payload["run"]
-    print_summary(frame, title=" ".join(f"{k}={v}" for k, v in run.items()) + f"  ({payload['n_questions']} questions)")
+    print_summary(frame, title=f"{run_title(payload)}  ({payload['n_questions']} questions)")
     print_corpus_metrics(payload.get("corpus_metrics") or {})
 
 
 def write_outputs(
-    cfg: DictConfig, rows: pd.DataFrame, output_dir: Path, timings: dict[str, float], run_key: str, counters: dict
+    cfg: DictConfig,
+    rows: pd.DataFrame,
+    output_dir: Path,
+    timings: dict[str, float],
+    run_key: str,
+    counters: dict,
+    name: str | None = None,
 ) -> dict:
     atomic_write_parquet(rows, output_dir / "rows.parquet")
     summary = summarize(rows, seed=int(cfg.seed))
     first = rows.iloc[0] if len(rows) else {}
     payload = {
+        # What sets the run apart (harness.run.run_name): W&B's run name and the summary's header.
+        "name": name or "defaults",
         "run": {
             key: (first[key].item() if hasattr(first[key], "item") else first[key])
             for key in ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")

@@ -13,6 +13,7 @@ from harness.cache.postgres import redacted_config
 from harness.core.checkout import code_identity
 from harness.metrics.provenance import ANSWER_SPANS, PROVENANCE_COLUMNS, SNIPPETS
 from harness.metrics.registry import metric_names
+from harness.runlog.outputs import run_title
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class WandbLogger:
             job_type="sweep-job" if group else "run",
             tags=self.tags,
             dir=str(output_dir),
-            name=" ".join(f"{k}={v}" for k, v in summary["run"].items()),
+            name=run_title(summary),
             config={
                 **redacted_config(OmegaConf.to_container(cfg, resolve=True)),  # type: ignore[arg-type]
                 "code": summary.get("code") or code_identity(),  # which checkout and commit ran
