@@ -234,7 +234,7 @@ def multirun_cfg_problem(arguments: list[str]) -> str | None:
     return (
         "--cfg shows one job's config and cannot be combined with -m (Hydra's rule). Drop -m to print the config "
         "of one job (--cfg hydra --resolve shows its launcher), or preview every job of the sweep, with its "
-        f"launcher, resources and cost: python -m harness.plan --sweep {overrides}".rstrip()
+        f"launcher, resources and cost: python -m harness.preview {overrides}".rstrip()
     )
 
 

@@ -1,8 +1,8 @@
 """docs/gpu.md stays true: every `python -m harness` command of a recipe composes, passes the config check, and
 on a simulated node of the size its block names (``# node: 4x24GiB``: a CUDA probe with those devices, and a
-CUDA build of vLLM) meets no device, launcher or memory-plan problem; every `python -m harness.plan` line runs
-and exits 0 (a ``--sweep`` line listing its jobs); every ``--cfg hydra --resolve`` line prints the GPUs the
-page says it does."""
+CUDA build of vLLM) meets no device, launcher or memory-plan problem; every `python -m harness.plan` and
+`python -m harness.preview` line runs and exits 0 (a preview listing its jobs); every ``--cfg hydra --resolve``
+line prints the GPUs the page says it does."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def recipes() -> list[tuple[str, list[str]]]:
     return found
 
 
-def plan_commands() -> list[list[str]]:
-    return [c.arguments for c in command_lines(DOC) if c.module == "harness.plan"]
+def plan_commands() -> list[tuple[str, list[str]]]:
+    return [(c.module, c.arguments) for c in command_lines(DOC) if c.module in ("harness.plan", "harness.preview")]
 
 
 def node(text: str) -> CudaProbe:
@@ -71,13 +71,13 @@ def test_the_resolved_launcher_line_shows_what_the_page_says():
     assert "(`num_gpus: 4`)" in DOC.read_text()
 
 
-@pytest.mark.parametrize("arguments", plan_commands(), ids=lambda a: " ".join(a)[:60])
-def test_each_plan_command_runs_and_fits(arguments):
+@pytest.mark.parametrize(("module", "arguments"), plan_commands(), ids=lambda a: " ".join(a)[:60])
+def test_each_plan_command_runs_and_fits(module, arguments):
     result = subprocess.run(
-        [sys.executable, "-m", "harness.plan", *arguments], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", module, *arguments], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    if "--sweep" in arguments:  # a sweep preview: every job listed, none started
+    if module == "harness.preview":  # a sweep preview: every job listed, none started
         jobs = sum(line.startswith("job ") for line in result.stdout.splitlines())
         assert result.stdout.startswith(f"{jobs} jobs; none started.") and jobs > 1
     else:

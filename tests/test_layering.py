@@ -58,9 +58,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"run", "cache", "core"},
     "__main__": {"cli"},
     "__init__": {"core"},  # registers the configs' ${harness_home:} resolver (harness.core.home)
+    "preview": {"plan", "run"},  # python -m harness.preview: a sweep's jobs, composed as the run composes them
 }
-# A package's own entry point (``python -m harness.plan``) sits above the layers and may also compose runs.
-ENTRY_POINT_EXTRA = {"run"}
 
 
 def packages() -> list[str]:
@@ -106,11 +105,7 @@ def test_every_package_has_a_place_in_the_layering():
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_package_imports_only_what_the_layering_allows(package):
-    offending = sorted(
-        (f, name)
-        for f, name in imported_packages(package)
-        if name not in ALLOWED[package] and not (f.endswith("/__main__.py") and name in ENTRY_POINT_EXTRA)
-    )
+    offending = sorted((f, name) for f, name in imported_packages(package) if name not in ALLOWED[package])
     assert not offending, f"{package}/ imports across the layering: {offending}"
 
 
@@ -119,3 +114,80 @@ def test_the_rule_sees_imports():
     assert ("read", "backends") in {(f.split("/")[0], name) for f, name in imported_packages("read")}
     assert any(name == "cache" for f, name in imported_packages("run") if f == "run/job.py")
     assert any(name == "tree" for _, name in imported_packages("run"))
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every module of harness (a package by its ``__init__``) -> the harness modules it imports, lazy ones
+    included; ``from harness.plan import gpus`` is the module ``harness.plan.gpus``, ``from harness.plan import
+    plan_reader`` the package ``harness.plan``."""
+    modules = {}
+    for path in HARNESS.rglob("*.py"):
+        parts = path.relative_to(HARNESS.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {known(a.name) for a in node.names if a.name.startswith("harness.")}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("harness"):
+                assert node.module is not None
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else known(node.module))
+        graph[module] = {t for t in targets if t and t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(module_imports()) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = module_imports()
+    assert "harness.plan.memory" in graph["harness.plan.suggest"]  # lazy and module-level imports both seen

@@ -4,29 +4,27 @@
     python -m harness.plan reader=qwen2.5_32b reader.quantization=null --gpus 4x24GiB --prompt-tokens 4096
     python -m harness.plan --ladder --gpus 24GiB,40GiB,80GiB
 
-    python -m harness.plan --sweep packer=packed,submod budget=96,128,160 read=false
+    python -m harness.preview packer=packed,submod budget=96,128,160 read=false   (--sweep here hands over to it)
 
 Exit status: 0 when the plan fits, 2 when it does not (one line on stderr names the problem and what would
 fit), 1 when no plan can be made (an unreadable config or GPU list, no GPU named or visible). ``--ladder``
 prints a markdown table of every GPU reader of the ladder, one column per comma-separated item of
-``--gpus`` (``24GiB,4x24GiB``: one 24 GiB card; four of them), and exits 0. ``--sweep`` lists the jobs a
-multirun with these overrides would launch (``harness.run.sweep_preview``); it exits 2 when a job's plan does not fit.
+``--gpus`` (``24GiB,4x24GiB``: one 24 GiB card; four of them), and exits 0. ``--sweep`` runs
+``python -m harness.preview`` with the same arguments: the jobs a multirun with these overrides would launch.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.plan.gpus import GpuSpec, describe, gib, parse_gpu_groups, parse_gpus, visible_gpus
-from harness.plan.memory import MemoryPlan, plan_reader
-
-# (overrides, the node's GPUs) -> (the preview's lines, whether every job fits)
-SweepPreview = Callable[[list[str], list[GpuSpec]], tuple[list[str], bool]]
+from harness.plan.memory import MemoryPlan
+from harness.plan.reader_plan import plan_reader
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 LADDER_EXTRA = ("falcon3_3b", "phi3.5_mini")
@@ -116,17 +114,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, preview: SweepPreview | None = None) -> int:
-    """The command. ``preview`` lists a multirun's jobs for ``--sweep``: it composes whole runs, a layer above
-    this package, so the entry point (``python -m harness.plan``) hands it in."""
+def main(argv: list[str] | None = None) -> int:
+    """The command. ``--sweep`` is answered by ``python -m harness.preview``, which composes whole runs (a layer
+    above this package): the arguments are handed to it in a process of its own."""
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_intermixed_args(argv)
+    if args.sweep:
+        forwarded = [a for a in argv if a != "--sweep"]
+        return subprocess.call([sys.executable, "-m", "harness.preview", *forwarded])
     try:
-        if args.sweep:
-            if preview is None:
-                raise ValueError("--sweep is answered by python -m harness.plan (harness.run.sweep_preview)")
-            lines, fits = preview(args.overrides, parse_gpus(args.gpus) if args.gpus else visible_gpus())
-            print("\n".join(lines))
-            return 0 if fits else 2
         if args.ladder:
             groups = parse_gpu_groups(args.gpus) if args.gpus else [_visible_or_fail()]
             print(ladder_table(groups, args.prompt_tokens, args.batch_size, args.overrides))

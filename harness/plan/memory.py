@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.devices import native_dtype
@@ -281,16 +281,17 @@ def _needs(reader, facts: ModelFacts, gpus, prompt_tokens: int, batch_size: int 
     )
 
 
-def plan_reader(
+def measure_plan(
     reader: Mapping[str, Any],
     gpus: list[GpuSpec],
     prompt_tokens: int = 2048,
     batch_size: int | None = None,
     *,
     label: str | None = None,
-    suggest: bool = True,
-) -> MemoryPlan:
-    """The memory ``reader`` needs on ``gpus`` for prompts of ``prompt_tokens`` tokens, and whether it fits.
+) -> tuple[MemoryPlan, str | None]:
+    """The memory ``reader`` needs on ``gpus`` for prompts of ``prompt_tokens`` tokens and whether it fits, with
+    no problem line yet; and the reason it does not fit when that is not memory (a key's value), else None.
+    :func:`harness.plan.reader_plan.plan_reader` adds the problem line and what would fit.
 
     ``batch_size`` replaces the reader's own (a transformers reader's prompts per forward; for vLLM the
     sequences that must be resident at once). ``label`` names the reader in the problem line (default:
@@ -344,14 +345,7 @@ def plan_reader(
         if placement
         else {},
     )
-    if fits:
-        return plan
-    from harness.plan.suggest import problem_line, suggestions
-
-    found = suggestions(reader, ordered, prompt_tokens, batch_size, plan) if suggest else []
-    suggestion = ", or ".join(found) if found else None
-    line = problem_line(plan, ordered, problem, suggestion)
-    return replace(plan, problem=line, suggestion=suggestion)
+    return plan, problem
 
 
 def _too_long(reader: Mapping[str, Any], facts: ModelFacts, prompt_tokens: int) -> str | None:

@@ -1,4 +1,4 @@
-"""Measured rates that a sweep preview (``python -m harness.plan --sweep``) prices its jobs with.
+"""Measured rates that a sweep preview (``python -m harness.preview``) prices its jobs with.
 
 Every figure is one the documentation reports with the command that measured it and the machine it ran on;
 ``tests/test_plan_sweep.py`` checks that each page still shows the figure and the command. A reader with no

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.plan.configs import model_config_path, reader_source
 from harness.plan.gpus import GpuSpec, describe, gib, size_label
-from harness.plan.memory import MemoryPlan, device_map_mode, plan_reader, trainer_devices, uses_device_map
+from harness.plan.memory import MemoryPlan, device_map_mode, measure_plan, trainer_devices, uses_device_map
 from harness.plan.weights import canonical_quantization
 
 MAX_GPUS = 8
@@ -36,7 +36,7 @@ def _with(reader: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
 
 def _fits(reader, gpus, prompt_tokens, batch_size) -> MemoryPlan | None:
     try:
-        plan = plan_reader(reader, gpus, prompt_tokens, batch_size, suggest=False)
+        plan, _ = measure_plan(reader, gpus, prompt_tokens, batch_size)
     except (ValueError, FileNotFoundError):
         return None
     return plan if plan.fits else None

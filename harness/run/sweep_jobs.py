@@ -4,7 +4,7 @@ Hydra resolves a launcher's settings (``gpus_per_node``, ``num_gpus``, ``n_jobs`
 multirun's *master* config: the command line with every sweep left out. A reader swept by
 ``reader=a,b`` or by a sweep file's ``hydra.sweeper.params`` is not in it, and ``--cfg hydra`` prints the
 hydra node alone, without any reader. So the launcher resolvers (``harness.run.device_check``) and
-``python -m harness.plan --sweep`` enumerate the jobs here as Hydra's basic sweeper does (the sweep file's
+``python -m harness.preview`` enumerate the jobs here as Hydra's basic sweeper does (the sweep file's
 params, then the command line's task overrides, crossed in that order) and compose each job as the
 launcher will (``hydra.overrides.hydra`` + the job's overrides, in run mode).
 """

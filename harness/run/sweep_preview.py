@@ -1,4 +1,4 @@
-"""``python -m harness.plan --sweep <overrides>``: the jobs a multirun would launch, before any starts.
+"""``python -m harness.preview <overrides>``: the jobs a multirun would launch, before any starts.
 
 Hydra cannot combine ``-m`` with ``--cfg``, so this composes the multirun's master config as ``-m`` would,
 enumerates its jobs as the basic sweeper does (``harness.run.sweep_jobs``) and composes each as the launcher
@@ -104,7 +104,7 @@ def _reader(job: DictConfig) -> dict[str, Any]:
 
 def memory_line(job: DictConfig, resources: Resources, node: list[GpuSpec]):
     """The reader's plan on the GPUs the job will see: (line, plan or None, fits)."""
-    from harness.plan.memory import plan_reader
+    from harness.plan.reader_plan import plan_reader
     from harness.run.device_check import reader_gpus
 
     reader = _reader(job)
