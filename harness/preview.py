@@ -21,19 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="the multirun's Hydra overrides (packer=packed,submod ...)")
     parser.add_argument("--gpus", help="a node's GPUs (4x24GiB); default: the visible CUDA GPUs")
     args = parser.parse_intermixed_args(argv)
+    from harness.plan.cli import command_error
     from harness.plan.gpus import parse_gpus, visible_gpus
     from harness.run.sweep_preview import preview
 
     try:
         lines, fits = preview(args.overrides, parse_gpus(args.gpus) if args.gpus else visible_gpus())
-    except (ValueError, FileNotFoundError, LookupError) as error:
-        print(f"harness.preview: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # a Hydra composition error names the override at fault in its message
-        if type(error).__module__.startswith(("hydra", "omegaconf")):
-            print(f"harness.preview: {error}".splitlines()[0], file=sys.stderr)
-            return 1
-        raise
+    except Exception as error:
+        return command_error("harness.preview", error)
     print("\n".join(lines))
     return 0 if fits else 2
 

@@ -130,19 +130,23 @@ def main(argv: list[str] | None = None) -> int:
         gpus = parse_gpus(args.gpus) if args.gpus else _visible_or_fail()
         reader, label = compose_reader(args.overrides)
         plan = plan_reader(reader, gpus, args.prompt_tokens, args.batch_size, label=label)
-    except (ValueError, FileNotFoundError, LookupError) as error:
-        print(f"harness.plan: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # a Hydra composition error names the override at fault in its message
-        if type(error).__module__.startswith(("hydra", "omegaconf")):
-            print(f"harness.plan: {error}".splitlines()[0], file=sys.stderr)
-            return 1
-        raise
+    except Exception as error:
+        return command_error("harness.plan", error)
     print("\n".join(plan.lines()))
     if not plan.fits:
         print(plan.problem, file=sys.stderr)
         return 2
     return 0
+
+
+def command_error(prog: str, error: Exception) -> int:
+    """Exit status 1 with one line for what a user can fix (a value, a file, a Hydra override, whose message
+    names the override at fault); anything else is a bug and propagates."""
+    fixable = isinstance(error, (ValueError, FileNotFoundError, LookupError))
+    if not fixable and not type(error).__module__.startswith(("hydra", "omegaconf")):
+        raise error
+    print(f"{prog}: {error}".splitlines()[0] if not fixable else f"{prog}: {error}", file=sys.stderr)
+    return 1
 
 
 def _visible_or_fail() -> list[GpuSpec]:

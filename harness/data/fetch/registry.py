@@ -68,13 +68,19 @@ def _error(where: Path, name: str, message: str) -> RegistryError:
     return RegistryError(f"{where}: dataset {name!r}: {message}")
 
 
+def _mapping(where: Path, name: str, field: str, raw: Any, allowed: set[str]) -> dict:
+    """``raw`` as a mapping with only ``allowed`` keys, else the error naming the field."""
+    if not isinstance(raw, dict):
+        raise _error(where, name, f"{field}is {type(raw).__name__}, expected a mapping")
+    unknown = set(raw) - allowed
+    if unknown:
+        raise _error(where, name, f"{field}has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return raw
+
+
 def _file(where: Path, name: str, index: int, raw: Any) -> DataFile:
     field = f"files[{index}]"
-    if not isinstance(raw, dict):
-        raise _error(where, name, f"{field} is {type(raw).__name__}, expected a mapping")
-    unknown = set(raw) - _FILE_KEYS
-    if unknown:
-        raise _error(where, name, f"{field} has unknown keys {sorted(unknown)}; allowed: {sorted(_FILE_KEYS)}")
+    raw = _mapping(where, name, f"{field} ", raw, _FILE_KEYS)
     path = raw.get("path")
     if not isinstance(path, str) or not path or Path(path).is_absolute() or ".." in Path(path).parts:
         raise _error(where, name, f"{field}.path={path!r} must be a relative path inside the data folder")
@@ -107,11 +113,7 @@ def _file(where: Path, name: str, index: int, raw: Any) -> DataFile:
 
 
 def _dataset(where: Path, name: str, raw: Any) -> Dataset:
-    if not isinstance(raw, dict):
-        raise _error(where, name, f"is {type(raw).__name__}, expected a mapping")
-    unknown = set(raw) - _DATASET_KEYS
-    if unknown:
-        raise _error(where, name, f"unknown keys {sorted(unknown)}; allowed: {sorted(_DATASET_KEYS)}")
+    raw = _mapping(where, name, "", raw, _DATASET_KEYS)
     files = raw.get("files")
     if not isinstance(files, list) or not files:
         raise _error(where, name, "files must be a non-empty list")
