@@ -62,7 +62,7 @@ def test_a_dataset_config_without_the_key_gets_no_dataset_scorer_whatever_its_na
 def test_the_key_is_kept_out_of_the_loader_arguments(config, scorer):
     node = OmegaConf.load(CONF / "dataset" / f"{config}.yaml")
     assert list(node.scorers) == [scorer]
-    cfg = OmegaConf.create({"seed": 0, "paths": {"models_dir": "models"}, "dataset": node})
+    cfg = OmegaConf.create({"seed": 0, "paths": {"models_dir": "models", "data_dir": "data"}, "dataset": node})
     arguments = dataset_loader_config(cfg.dataset)
     assert "scorers" not in arguments and arguments["name"] == config and arguments["seed"] == 0
     accepted = inspect.signature(get_method(arguments["_target_"])).parameters

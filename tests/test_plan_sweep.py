@@ -137,7 +137,7 @@ def test_multirun_with_cfg_says_to_drop_m_or_preview():
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "Drop -m" in result.stderr and "python -m harness.plan --sweep packer=packed,submod" in result.stderr
+    assert "Drop -m" in result.stderr and "python -m harness.preview packer=packed,submod" in result.stderr
 
 
 @pytest.mark.slow

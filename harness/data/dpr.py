@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.formats import DatasetFormat, has_keys, register_format
+from harness.data.record_lists import each_object
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id
 from harness.text.sentences import split_sentences
 
@@ -36,10 +37,7 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     gold: list[str] = []
     scores: list[float] = []
     seen: set[str] = set()
-    for position, passage in enumerate(ctxs):
-        field = f"ctxs[{position}]"
-        if not isinstance(passage, dict):
-            raise ctx.error(f"expected an object, got {type(passage).__name__}", field)
+    for field, passage in each_object(ctxs, ctx, "ctxs"):
         pid = peek_id(passage, "id")
         text = passage.get("text")
         if pid is None:

@@ -31,6 +31,7 @@ from typing import Any
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetMismatchError
 from harness.data.formats import DatasetFormat, register_format
+from harness.data.record_lists import each_object
 from harness.data.records import RecordContext, doc_id_for, question_id
 from harness.text.sentences import split_sentences
 
@@ -159,10 +160,7 @@ def answers_from_objects(objects: list[Any], ctx: RecordContext) -> tuple[str, .
     if not objects:
         raise ctx.error("no answer objects", "answers_objects")
     out: list[str] = []
-    for position, entry in enumerate(objects):
-        field = f"answers_objects[{position}]"
-        if not isinstance(entry, dict):
-            raise ctx.error(f"expected an object, got {type(entry).__name__}", field)
+    for field, entry in each_object(objects, ctx, "answers_objects"):
         for answer in (_number(entry, ctx, field), *_spans(entry, ctx, field), _date(entry, ctx, field)):
             if answer and answer not in out:
                 out.append(answer)

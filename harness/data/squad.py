@@ -29,6 +29,7 @@ from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.formats import DatasetFormat, register_format
 from harness.data.io import decode_list, read_text, text_position
+from harness.data.record_lists import each_object
 from harness.data.records import RecordContext, answers, doc_id_for, peek_id, question_id
 from harness.data.validate import RecordChecks
 from harness.text.sentences import split_sentences
@@ -154,10 +155,7 @@ def load_file(
     for a_index, article in enumerate(read_articles(path)):
         ctx = RecordContext(path, a_index, None)
         paragraphs = ctx.get(article, "paragraphs", list)
-        for p_index, paragraph in enumerate(paragraphs):
-            field = f"paragraphs[{p_index}]"
-            if not isinstance(paragraph, dict):
-                raise ctx.error(f"expected an object, got {type(paragraph).__name__}", field)
+        for field, paragraph in each_object(paragraphs, ctx, "paragraphs"):
             context = paragraph.get("context")
             if context is not None and not isinstance(context, str):
                 raise ctx.error(f"expected a string, got {_kind_of(context)}", f"{field}.context")
@@ -174,10 +172,7 @@ def load_file(
             qas = paragraph.get("qas")
             if not isinstance(qas, list):
                 raise ctx.error("missing 'qas' list", f"{field}.qas")
-            for q_index, qa in enumerate(qas):
-                qfield = f"{field}.qas[{q_index}]"
-                if not isinstance(qa, dict):
-                    raise ctx.error(f"expected an object, got {type(qa).__name__}", qfield)
+            for qfield, qa in each_object(qas, ctx, f"{field}.qas"):
                 qctx = RecordContext(path, a_index, peek_id(qa, ID_FIELD))
                 example = _question(qa, qctx, qfield, context, passages, documents, doc_key, dataset, split)
                 checks.unique(example.question_id, qctx, f"{qfield}.{ID_FIELD}", where=f"record {a_index}, {qfield}")
@@ -212,10 +207,7 @@ def _question(
     impossible = bool(qa.get("is_impossible", False))
     texts: list[str] = []
     gold_positions: set[int] = set()
-    for a_index, answer in enumerate(raw_answers):
-        afield = f"{field}.answers[{a_index}]"
-        if not isinstance(answer, dict):
-            raise ctx.error(f"expected an object, got {type(answer).__name__}", afield)
+    for afield, answer in each_object(raw_answers, ctx, f"{field}.answers"):
         text, start = answer.get("text"), answer.get("answer_start")
         if not isinstance(text, str) or not text.strip():
             raise ctx.error("missing or empty 'text'", afield)

@@ -18,14 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.backends.llama_cpp import (
-    LlamaCppGenerator,
-    LlamaCppSettings,
-    gguf_identity,
-    gguf_tokenizer_source,
-    load_gguf_tokenizer,
-    resolve_gguf,
-)
+from harness.backends.gguf_weights import GgufWeights
+from harness.backends.llama_cpp import LlamaCppGenerator, LlamaCppSettings
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, offline_model_spec
 from harness.lm.base import CachedChatLM
 from harness.lm.local import render_chat
@@ -71,8 +65,7 @@ class LlamaCppChatLM(CachedChatLM):
         source = f"offline:{offline_model}" if offline_model else f"gguf:{Path(str(gguf)).name}"
         # Slots share each forward pass, so their number can move last-bit logits (as for the reader).
         model_id = (
-            f"{source}|{gguf_identity(self.gguf, offline_model, self.models_dir)}"
-            f"|decode=greedy|{self.settings.identity}|max_in={max_input_tokens}"
+            f"{source}|{self.gguf_weights.identity()}|decode=greedy|{self.settings.identity}|max_in={max_input_tokens}"
         )
         super().__init__(name=name, model_id=model_id, system_prompt=system_prompt, cache_dir=cache_dir)
         self.batch_size = int(batch_size)
@@ -81,15 +74,17 @@ class LlamaCppChatLM(CachedChatLM):
         self._generator: LlamaCppGenerator | None = None
 
     @property
+    def gguf_weights(self) -> GgufWeights:
+        return GgufWeights(self.gguf, self.offline_model, self.models_dir, self.tokenizer_path)
+
+    @property
     def gguf_file(self) -> Path:
-        return resolve_gguf(self.gguf, self.offline_model, self.models_dir)
+        return self.gguf_weights.file
 
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            self._tokenizer = load_gguf_tokenizer(
-                gguf_tokenizer_source(self.tokenizer_path, self.gguf, self.offline_model, self.models_dir)
-            )
+            self._tokenizer = self.gguf_weights.load_tokenizer()
         return self._tokenizer
 
     @property

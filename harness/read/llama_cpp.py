@@ -10,14 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.backends.llama_cpp import (
-    LlamaCppGenerator,
-    LlamaCppSettings,
-    gguf_identity,
-    gguf_tokenizer_source,
-    load_gguf_tokenizer,
-    resolve_gguf,
-)
+from harness.backends.gguf_weights import GgufWeights
+from harness.backends.llama_cpp import LlamaCppGenerator, LlamaCppSettings
 from harness.backends.loading import ModelSpec
 from harness.read.local import LocalReader
 
@@ -76,24 +70,26 @@ class LlamaCppReader(LocalReader):
         return "gguf"
 
     @property
+    def gguf_weights(self) -> GgufWeights:
+        return GgufWeights(self.gguf, self.spec.offline_model, self.spec.models_dir, self.tokenizer_path)
+
+    @property
     def gguf_file(self) -> Path:
         """The GGUF this reader runs: ``gguf`` when set, else the offline model's file."""
-        return resolve_gguf(self.gguf, self.spec.offline_model, self.spec.models_dir)
+        return self.gguf_weights.file
 
     @property
     def gguf_identity(self) -> str:
         """``gguf=<file name>:<sha256>|quant=<format>``. A ladder model's sha256 is the recorded one its
         assembly was verified against (so the id needs no file); any other GGUF is hashed once per process."""
         if self._gguf_identity is None:
-            self._gguf_identity = gguf_identity(self.gguf, self.spec.offline_model, self.spec.models_dir)
+            self._gguf_identity = self.gguf_weights.identity()
         return self._gguf_identity
 
     def load_tokenizer(self):
         """``tokenizer`` when set; else the offline model's tokenizer folder (converted from its GGUF
         once and kept); else the GGUF file itself (read on every load)."""
-        return load_gguf_tokenizer(
-            gguf_tokenizer_source(self.tokenizer_path, self.gguf, self.spec.offline_model, self.spec.models_dir)
-        )
+        return self.gguf_weights.load_tokenizer()
 
     def build_module(self):
         generator = LlamaCppGenerator(
