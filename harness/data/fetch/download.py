@@ -66,7 +66,8 @@ def locked(destination: Path) -> Iterator[None]:
 def _transfer(url: str, part: Path, progress: bool) -> None:
     """Append the bytes of ``url`` that ``part`` lacks (all of them when it does not exist)."""
     offset = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    # identity: a byte range of a gzip-encoded response counts encoded bytes, which a resume cannot append to
+    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={offset}-"} if offset else {})}
 
     def refuse_whole_file(response, *args, **kwargs):
         if offset and response.status_code == 200:
