@@ -237,3 +237,47 @@ def test_compressions_are_cached_across_packers_and_keyed_by_budget(tokens, tiny
         assert len(calls) > n_calls
     finally:
         compressor.compress_prompt = original
+
+
+@pytest.mark.slow
+def test_llmlingua_packs_within_budget_at_96_and_128_where_the_library_fails_on_a_target(tmp_path):
+    """IRCoT HotpotQA question 5ab3e45655429976abd1bcd4 at B = 96: llmlingua 0.2.2 raises an IndexError at
+    the targets 58 and 66; the packer holds at a larger target and trims to the budget. With no retries the
+    library's error comes through (what the packer guards against is real)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import REPO
+
+    failing = "5ab3e45655429976abd1bcd4"
+    three, one = tmp_path / "three.txt", tmp_path / "one.txt"
+    three.write_text(f"{failing}\n5a8c7595554299585d9e36b6\n5ae6050f55429929b0807a5e\n")
+    one.write_text(f"{failing}\n")
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+
+    def harness(*arguments: str) -> subprocess.CompletedProcess:
+        common = ["dataset=hotpotqa_ircot", "packer=llmlingua", "read=false", "logger=none"]
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *arguments, *common],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    sweep = harness("-m", f"dataset.question_ids_file={three}", "budget=96,128", f"hydra.sweep.dir={tmp_path / 's'}")
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    by_budget = {}
+    for job in (tmp_path / "s").glob("*/rows.parquet"):
+        rows = pd.read_parquet(job)
+        by_budget[int(rows["budget"].iloc[0])] = rows.set_index("question_id")
+    assert sorted(by_budget) == [96, 128]
+    for budget, rows in by_budget.items():
+        assert len(rows) == 3 and (rows["context_tokens"] <= budget).all() and (rows["context_tokens"] > 0).all()
+    targets = json.loads(by_budget[96].loc[failing, "pack.target_tokens"])
+    assert 58 not in targets and 66 not in targets  # the targets the library fails on were passed over
+    bare = harness(f"dataset.question_ids_file={one}", "budget=96", "packer.library_retries=0",
+                   f"hydra.run.dir={tmp_path / 'bare'}")  # fmt: skip
+    assert bare.returncode != 0
+    assert "IndexError: The shape of the mask" in bare.stderr and failing in bare.stderr

@@ -94,7 +94,7 @@ def test_annotation_classifier_builds_for_annotated_abstractive_questions_only()
 
 def test_lm_classifier_rows_record_the_annotated_class_and_the_unparsed_echo():
     lm = FakeChatLM(question_class="Extractive, abstractive, yes/")
-    tree = DynamicTree(lm=lm, classifier="lm", **SETTINGS)
+    tree = DynamicTree(lm=lm, classifier="lm", classify_by="generation", **SETTINGS)
     _, info = tree.expand(make_long_pool(question="What fuel does the rocket use?", qtype="yes_no"), _services())
     assert (info["question_class"], info["class_source"], info["lm_parsed"]) == ("extractive", "rules", False)
     assert info["class_raw"] == "Extractive, abstractive, yes/" and info["annotated_class"] == "yes_no"

@@ -272,7 +272,7 @@ def test_dynamic_tree_leaves_non_abstractive_questions_alone():
 
 def test_unparseable_class_falls_back_to_rules_and_annotation_mode_reads_the_dataset():
     lm = FakeChatLM(question_class="I am not sure about this one")
-    tree = DynamicTree(lm=lm, **SETTINGS)
+    tree = DynamicTree(lm=lm, classify_by="generation", **SETTINGS)
     _, info = tree.expand(make_long_pool(question="How does a rocket engine produce thrust?"), services())
     assert info["question_class"] == "abstractive"
     assert info["class_source"] == "rules"

@@ -139,3 +139,32 @@ class LocalChatLM(CachedChatLM):
             for i, row in zip(batch, new_tokens, strict=False):
                 outputs[i] = tokenizer.decode(row, skip_special_tokens=True).strip()
         return outputs
+
+    def continuation_logprobs(self, prompt: str, continuations: list[str]) -> list[list[float]]:
+        """The log-probability of each token of each continuation after the rendered ``prompt``, as
+        lm-evaluation-harness scores a multiple choice: the context's tokens and the continuation's, each
+        encoded on its own, concatenated, and the continuation's tokens read off one forward pass."""
+        import torch
+
+        tokenizer, model = self.tokenizer, self.model
+        add_special = not bool(getattr(tokenizer, "chat_template", None))
+        context = tokenizer(self.render(prompt), add_special_tokens=add_special)["input_ids"]
+        device = next(model.parameters()).device
+        scores = []
+        previous = torch.get_num_threads()
+        torch.set_num_threads(resolve_threads(self.torch_threads, f"{self.name} (torch)"))
+        try:
+            for continuation in continuations:
+                tokens = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+                if not tokens:
+                    raise ValueError(f"{self.name}: continuation {continuation!r} encodes to no tokens")
+                ids = torch.tensor([context + tokens], device=device)
+                with torch.inference_mode():
+                    logits = model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                picked = logprobs.gather(1, torch.tensor(tokens, device=device).unsqueeze(1)).squeeze(1)
+                scores.append([float(x) for x in picked])
+                self.prompt_tokens += len(context) + len(tokens)
+        finally:
+            torch.set_num_threads(previous)
+        return scores

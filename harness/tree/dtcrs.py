@@ -1,8 +1,11 @@
 """DTCRS (Dynamic Tree Construction for Recursive Summarization): a summary tree built per question, only for
 questions that need one.
 
-1. Classify the question (extractive / abstractive / yes-no / unanswerable) with the LM, falling back
-   to rules on unparsed output (``classifier=lm``); or by rules alone (``rules``); or by the question's
+1. Classify the question (extractive / abstractive / yes-no / unanswerable) with the LM (``classifier=lm``):
+   by likelihood (``classify_by=likelihood``: each class's name scored as the reply to the classification
+   prompt, the most likely taken, so the LM decides every question; ``classifier_lm`` names a transformers LM
+   when the tree's cannot score) or by its generated reply, falling back to rules on unparsed output
+   (``classify_by=generation``); or by rules alone (``rules``); or by the question's
    annotated class (``annotation``, an oracle that separates classification from tree construction;
    ``gold`` is an older name of it). Only classes in ``tree_classes`` (default: abstractive) get a
    tree; any other question, an unannotated one under ``annotation`` included, keeps its pool
@@ -40,11 +43,14 @@ import numpy as np
 from harness.cache import stable_hash
 from harness.core.stage import StageInfo
 from harness.core.types import Pool
+from harness.lm.base import build_chat_lm
 from harness.tree.base import TreeServices
 from harness.tree.clustering import SeededFit, seeded_clusters
 from harness.tree.questions import (
     CLASSIFIERS,
+    CLASSIFY_BY,
     CLASSIFY_PROMPT,
+    CLASSIFY_SCORES,
     DECOMPOSE_PROMPT,
     QUESTION_CLASSES,
     TOC_PROMPT,
@@ -54,7 +60,7 @@ from harness.tree.questions import (
     decompose_question,
     table_of_contents,
 )
-from harness.tree.recursive import RecursiveSummaryTree
+from harness.tree.recursive import RecursiveSummaryTree, identity_of
 from harness.tree.summary_tree import SummaryTree, lm_work, lm_work_since
 
 __all__ = ["CLASSIFIERS", "DynamicTree"]
@@ -73,6 +79,9 @@ class DynamicTree(RecursiveSummaryTree):
         classify_max_tokens: int = 8,
         decompose_max_tokens: int = 150,
         first_layer_covariance: str = "diag",
+        classify_by: str = "likelihood",
+        classify_score: str = "sum",
+        classifier_lm=None,
         **settings,
     ) -> None:
         super().__init__(name=name, lm=lm, **settings)
@@ -93,6 +102,13 @@ class DynamicTree(RecursiveSummaryTree):
         ):
             if value < 1:
                 raise ValueError(f"tree {name!r}: {field} must be >= 1, got {value}")
+        if classify_by not in CLASSIFY_BY:
+            raise ValueError(f"tree {name!r}: classify_by must be one of {CLASSIFY_BY}, got {classify_by!r}")
+        if classify_score not in CLASSIFY_SCORES:
+            raise ValueError(f"tree {name!r}: classify_score must be one of {CLASSIFY_SCORES}, got {classify_score!r}")
+        self.classify_by, self.classify_score = classify_by, classify_score
+        # The LM that classifies when it is not the tree's (a llama.cpp or API LM cannot score a reply).
+        self._classifier_spec, self._classifier_lm = classifier_lm, None
         self.tree_classes = tree_classes
         # The seeded layer fits K components to all chunks at once: full covariances (55 parameters
         # each in 10 dimensions) over ~n/K chunks are singular, and on QASPER papers EM then folded
@@ -106,6 +122,14 @@ class DynamicTree(RecursiveSummaryTree):
         self.decompose_max_tokens = int(decompose_max_tokens)
         self.last_fit: SeededFit | None = None
 
+    def classifier_model(self, lm):
+        """The LM that classifies: ``classifier_lm`` when given (built on first use), else the tree's own."""
+        if self._classifier_spec is None:
+            return lm
+        if self._classifier_lm is None:
+            self._classifier_lm = build_chat_lm(self._classifier_spec)
+        return self._classifier_lm
+
     def question_key(self) -> dict[str, Any]:
         return {
             "tree_classes": list(self.tree_classes),
@@ -115,6 +139,8 @@ class DynamicTree(RecursiveSummaryTree):
             "toc_max_tokens": self.toc_max_tokens,
             "classify_max_tokens": self.classify_max_tokens,
             "decompose_max_tokens": self.decompose_max_tokens,
+            "classify_by": [self.classify_by, self.classify_score],
+            "classifier_lm": identity_of(self._classifier_spec) if self._classifier_spec is not None else None,
             "first_layer": self.first_layer_clustering.key(),
             "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
         }
@@ -128,13 +154,20 @@ class DynamicTree(RecursiveSummaryTree):
         start = time.perf_counter()
         annotation = annotated_question_class(example)
         classification = classify_question(
-            example.question, lm, self.classifier, annotation.label, self.classify_max_tokens
+            example.question,
+            self.classifier_model(lm),
+            self.classifier,
+            annotation.label,
+            self.classify_max_tokens,
+            self.classify_by,
+            self.classify_score,
         )
         classify_seconds = time.perf_counter() - start
         info: StageInfo = {
             "classifier": self.classifier,
             "question_class": classification.label,
             "class_source": classification.source,
+            "class_decided_by": classification.decided_by,
             "class_raw": classification.raw,
             "lm_parsed": classification.lm_parsed,
             "annotated_class": annotation.label,

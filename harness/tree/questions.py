@@ -181,7 +181,44 @@ class Classification:
     label: str  # a class of QUESTION_CLASSES, or UNANNOTATED (classifier=annotation without an annotation)
     source: str  # lm | rules | annotation
     raw: str = ""
-    lm_parsed: bool | None = None  # whether the LM's output named one class; None when no LM was asked
+    lm_parsed: bool | None = None  # whether the LM's output named one class; None when no LM generated
+    decided_by: str = ""  # likelihood | generation | rules | annotation: what chose the label
+
+
+# How the LM classifier decides: ``likelihood`` scores each class's name as the reply to the classification
+# prompt and takes the most likely (so it decides every question; a small LM rarely writes a parseable label),
+# ``generation`` parses the LM's free reply (rules when it names no class or several).
+CLASSIFY_BY = ("likelihood", "generation")
+# A likelihood is the sum of the reply's token log-probabilities (lm-evaluation-harness's ``acc``) or their
+# mean per token (a longer class name is not penalised for its length).
+CLASSIFY_SCORES = ("sum", "per_token")
+# Each class as the prompt asks the LM to write it.
+CLASS_REPLIES = {
+    "extractive": "extractive",
+    "abstractive": "abstractive",
+    "yes_no": "yes/no",
+    "unanswerable": "unanswerable",
+}
+
+
+def class_by_likelihood(question: str, lm, score: str = "sum") -> tuple[str, dict[str, float]]:
+    """The class whose reply the LM finds most likely after the classification prompt, and every class's score
+    (ties go to the class named first in QUESTION_CLASSES)."""
+    if score not in CLASSIFY_SCORES:
+        raise ValueError(f"classify_score must be one of {CLASSIFY_SCORES}, got {score!r}")
+    scorer = getattr(lm, "continuation_logprobs", None)
+    if scorer is None:
+        raise ValueError(
+            f"the classifier's LM ({getattr(lm, 'name', type(lm).__name__)}) cannot score a reply: give the tree a "
+            "transformers LM for classification (tree.classifier_lm, e.g. /lm@tree.classifier_lm=local_smollm2) "
+            "or classify by generation (tree.classify_by=generation)"
+        )
+    replies = [CLASS_REPLIES[c] for c in QUESTION_CLASSES]
+    logprobs = scorer(CLASSIFY_PROMPT.format(question=question.strip()), replies)
+    scores = {
+        c: (sum(lp) if score == "sum" else sum(lp) / len(lp)) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)
+    }
+    return max(QUESTION_CLASSES, key=lambda c: scores[c]), scores
 
 
 def classify_question(
@@ -190,23 +227,32 @@ def classify_question(
     mode: str = "lm",
     annotated: str | None = None,
     max_new_tokens: int = 8,
+    by: str = "generation",
+    score: str = "sum",
 ) -> Classification:
-    """The question's class by ``mode``: ``lm`` (rules when the output is unparsed: it names no class or
-    several), ``rules``, or ``annotation`` (the annotated class ``annotated``, an oracle; a question
-    without one is UNANNOTATED, so it gets no tree, never a guess). ``gold`` is read as ``annotation``."""
+    """The question's class by ``mode``: ``lm`` (decided ``by`` likelihood, or by generation with rules
+    when the output is unparsed: it names no class or several), ``rules``, or ``annotation`` (the
+    annotated class ``annotated``, an oracle; a question without one is UNANNOTATED, so it gets no tree,
+    never a guess). ``gold`` is read as ``annotation``."""
     mode = classifier_mode(mode)
     if mode == "annotation":
         label = annotated if annotated in QUESTION_CLASSES else UNANNOTATED
-        return Classification(label, "annotation", annotated or "")
+        return Classification(label, "annotation", annotated or "", decided_by="annotation")
     if mode == "rules":
-        return Classification(rule_question_class(question), "rules")
+        return Classification(rule_question_class(question), "rules", decided_by="rules")
     if lm is None:
         raise ValueError("classifier=lm needs a language model")
+    if by not in CLASSIFY_BY:
+        raise ValueError(f"classify_by must be one of {CLASSIFY_BY}, got {by!r}")
+    if by == "likelihood":
+        label, scores = class_by_likelihood(question, lm, score)
+        raw = " ".join(f"{c}={scores[c]:.4f}" for c in QUESTION_CLASSES)
+        return Classification(label, "lm", raw, decided_by="likelihood")
     raw = lm.chat([CLASSIFY_PROMPT.format(question=question.strip())], max_new_tokens)[0]
     label = parse_question_class(raw)
     if label is None:
-        return Classification(rule_question_class(question), "rules", raw, lm_parsed=False)
-    return Classification(label, "lm", raw, lm_parsed=True)
+        return Classification(rule_question_class(question), "rules", raw, lm_parsed=False, decided_by="rules")
+    return Classification(label, "lm", raw, lm_parsed=True, decided_by="generation")
 
 
 def table_of_contents(document: str, lm: ChatLM, max_new_tokens: int = 200) -> str:

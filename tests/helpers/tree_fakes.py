@@ -50,6 +50,14 @@ class FakeChatLM:
         self.calls = 0
         self.prompt_tokens = 0
 
+    def continuation_logprobs(self, prompt, continuations):
+        """The reply naming ``question_class`` scores 0, every other -5 (one call, as a real scorer's)."""
+        self.calls += 1
+        self.prompt_tokens += len(prompt.split())
+        self.prompts.append(prompt)
+        wanted = self.question_class.replace("yes_no", "yes/no")
+        return [[0.0] if reply == wanted else [-5.0] for reply in continuations]
+
     def chat(self, prompts, max_new_tokens):
         out = []
         for prompt in prompts:

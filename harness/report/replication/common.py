@@ -68,9 +68,9 @@ READER_BUDGETS = _sweep("replication_reader_budgets")
 # The reader columns at paper-like n: the strongest offline rung on all 485 IRCoT HotpotQA questions.
 READER_IRCOT = _sweep("replication_reader_ircot")
 # LLMLingua spends seconds compressing each question (a language model over the whole pool), so it has its own
-# directory: a sweep of the other packers never waits on it. B = 160 only: at 128 and 96 llmlingua 0.2.2 fails
-# on some questions (sweeps/replication_reader_budgets.yaml).
-LLMLINGUA = _sweep("replication_llmlingua", "replication_reader_budgets", "packer=llmlingua", "budget=160")
+# directory: a sweep of the other packers never waits on it. Every budget of the packing table: where llmlingua
+# 0.2.2 fails at a target the packer asks at a larger one and trims (sweeps/replication_reader_budgets.yaml).
+LLMLINGUA = _sweep("replication_llmlingua", "replication_reader_budgets", "packer=llmlingua", "budget=96,128,160,224")
 ABLATION = _sweep("packing_ablation")
 LADDER = _sweep("replication_ladder")
 INJECTION_OPEN = _sweep("replication_injection_open")
