@@ -140,7 +140,7 @@ class DynamicTree(RecursiveSummaryTree):
             "classify_max_tokens": self.classify_max_tokens,
             "decompose_max_tokens": self.decompose_max_tokens,
             "classify_by": [self.classify_by, self.classify_score],
-            "classifier_lm": identity_of(self._classifier_spec) if self._classifier_spec is not None else None,
+            "classifier_lm": identity_of(self.classifier_model(None)) if self._classifier_spec is not None else None,
             "first_layer": self.first_layer_clustering.key(),
             "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
         }
