@@ -157,6 +157,8 @@ def classified_questions(rows: pd.DataFrame) -> pd.DataFrame | None:
             "annotated": rows["tree.annotated_class"].astype(str),
             "source": rows["tree.class_source"].astype(str) if "tree.class_source" in rows else "–",
             "parsed": rows["tree.lm_parsed"] if "tree.lm_parsed" in rows else float("nan"),
+            # likelihood | generation | rules | annotation; rows older than classification by likelihood: "–"
+            "decided_by": rows["tree.class_decided_by"].astype(str) if "tree.class_decided_by" in rows else "–",
         }
     )
     return frame.drop_duplicates([*AGREEMENT_KEYS, "question"]).reset_index(drop=True)
@@ -170,8 +172,10 @@ def classifier_agreement(questions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     annotated over the annotated questions); ``lm_parsed_share`` (classes the LM's output named, over the
     questions the LM was asked; NaN for a classifier that asks none); ``lm_accuracy`` (accuracy of the
     classes the LM's output gave, fallbacks left out); ``rules_share`` (classes from the
-    rules: the fallback under classifier=lm); the predicted and annotated shares of abstractive (the class
-    that gets a tree by default). confusion: annotated class (rows) by predicted class (columns), counts."""
+    rules: the fallback under classifier=lm); ``likelihood_share`` (classes the LM decided by likelihood,
+    ``tree.classify_by=likelihood``: every question it was asked); the predicted and annotated shares of
+    abstractive (the class that gets a tree by default). confusion: annotated class (rows) by predicted class
+    (columns), counts."""
     summaries, confusions = [], []
     for key, group in questions.groupby(list(AGREEMENT_KEYS), sort=True):
         annotated = group[group["annotated"] != UNANNOTATED]
@@ -191,6 +195,7 @@ def classifier_agreement(questions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
                 "lm_parsed_share": float(parsed.mean()) if len(parsed) else math.nan,
                 "lm_accuracy": float((by_lm["predicted"] == by_lm["annotated"]).mean()) if len(by_lm) else math.nan,
                 "rules_share": float((group["source"] == "rules").mean()),
+                "likelihood_share": float((group["decided_by"] == "likelihood").mean()),
                 "predicted_abstractive_share": float((group["predicted"] == "abstractive").mean()),
                 "annotated_abstractive_share": float((annotated["annotated"] == "abstractive").mean())
                 if len(annotated)

@@ -83,7 +83,10 @@ def _accuracy_text(summary: pd.DataFrame, dataset: str, classifier: str) -> str:
             continue
         r = at.loc[scope]
         text = f"accuracy {_share(int(r['correct']), int(r['annotated']))} on {scope}"
-        if classifier == "lm":
+        likelihood = int(round(r.get("likelihood_share", 0.0) * r["questions"]))
+        if classifier == "lm" and likelihood:
+            text += f" (decided by the LM's likelihood {likelihood}/{int(r['questions'])})"
+        elif classifier == "lm":
             parsed = int(round(r["lm_parsed_share"] * r["questions"])) if math.isfinite(r["lm_parsed_share"]) else 0
             rules = int(round(r["rules_share"] * r["questions"]))
             text += f" (LM output parsed {parsed}/{int(r['questions'])}, rules {rules}/{int(r['questions'])})"
