@@ -1,8 +1,8 @@
 """DTCRS's question classifier against the annotated answer types: the LM by likelihood (summed and per-token
-log-probability of each class's name as its reply), the LM generating its reply (rules when the reply names no
-class or several), the rules alone, and the annotation (an oracle: its accuracy is 1 by construction). Accuracy
-on every annotated question of QASPER and QuALITY, with 95% bootstrap intervals over questions, and for the
-generating LM how many replies parsed.
+log-probability of each class's name as its reply, and that sum less the one a content-free question gets),
+the LM generating its reply (rules when the reply names no class or several), the rules alone, and the
+annotation (an oracle: its accuracy is 1 by construction). Accuracy on every annotated question of QASPER and
+QuALITY, with 95% bootstrap intervals over questions, and for the generating LM how many replies parsed.
 
     .venv/bin/python benchmarks/bench_classifier.py [--data-dir DIR]
 
@@ -28,6 +28,7 @@ from harness.tree.questions import UNANNOTATED, annotated_question_class, classi
 WAYS = (
     ("LM, likelihood (sum)", "lm", "likelihood", "sum"),
     ("LM, likelihood (per token)", "lm", "likelihood", "per_token"),
+    ("LM, likelihood (calibrated)", "lm", "likelihood", "calibrated"),
     ("LM, generation (rules when unparsed)", "lm", "generation", "sum"),
     ("rules", "rules", "generation", "sum"),
     ("annotation (oracle)", "annotation", "generation", "sum"),

@@ -189,9 +189,12 @@ class Classification:
 # prompt and takes the most likely (so it decides every question; a small LM rarely writes a parseable label),
 # ``generation`` parses the LM's free reply (rules when it names no class or several).
 CLASSIFY_BY = ("likelihood", "generation")
-# A likelihood is the sum of the reply's token log-probabilities (lm-evaluation-harness's ``acc``) or their
-# mean per token (a longer class name is not penalised for its length).
-CLASSIFY_SCORES = ("sum", "per_token")
+# A likelihood is the sum of the reply's token log-probabilities (lm-evaluation-harness's ``acc``), their
+# mean per token (a longer class name is not penalised for its length), or the sum less the sum the same reply
+# gets for a content-free question (``calibrated``: contextual calibration, Zhao et al., 2021, "Calibrate
+# Before Use"), which removes the LM's prior for a class name whatever the question.
+CLASSIFY_SCORES = ("sum", "per_token", "calibrated")
+CONTENT_FREE_QUESTION = "N/A"
 # Each class as the prompt asks the LM to write it.
 CLASS_REPLIES = {
     "extractive": "extractive",
@@ -215,9 +218,13 @@ def class_by_likelihood(question: str, lm, score: str = "sum") -> tuple[str, dic
         )
     replies = [CLASS_REPLIES[c] for c in QUESTION_CLASSES]
     logprobs = scorer(CLASSIFY_PROMPT.format(question=question.strip()), replies)
-    scores = {
-        c: (sum(lp) if score == "sum" else sum(lp) / len(lp)) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)
-    }
+    if score == "per_token":
+        scores = {c: sum(lp) / len(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
+    else:
+        scores = {c: sum(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
+    if score == "calibrated":
+        prior = scorer(CLASSIFY_PROMPT.format(question=CONTENT_FREE_QUESTION), replies)
+        scores = {c: scores[c] - sum(lp) for c, lp in zip(QUESTION_CLASSES, prior, strict=True)}
     return max(QUESTION_CLASSES, key=lambda c: scores[c]), scores
 
 
