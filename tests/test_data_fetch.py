@@ -263,21 +263,28 @@ def test_a_missing_dataset_file_names_its_fetch_command(tmp_path):
 
 @pytest.mark.slow
 def test_from_a_clone_fetch_then_run(tmp_path, mirror):
-    """A user's world: no data folder, a mirror and a registry; the fetch, then a run on what it fetched."""
+    """A user's world: a clone with no folder of samples beside it and no HARNESS_DATA_DIR, a mirror and a
+    registry; the fetch puts the file in the clone's data/, then a run on what it fetched. (The models come
+    from this checkout's folder: a clone's `make setup` would convert them again.)"""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", f"file://{REPO}", str(clone)], check=True, timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_DATA_DIR", "HARNESS_DATA_MIRROR")}
-    env["HARNESS_DATA_DIR"] = str(tmp_path / "data")  # the checkout's data/ in a clone; here a tmp folder
+    env |= {"HARNESS_MODELS_DIR": str(REPO / ".cache" / "models"), "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    assert not (clone.parent / "shared").exists()
     fetched = subprocess.run(
         [sys.executable, "-m", "harness.data", "fetch", "hotpotqa", "--mirror", mirror.url, "--registry", REGISTRY],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+        cwd=clone, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert fetched.returncode == 0, fetched.stderr
     assert "run it with: python -m harness dataset=hotpotqa" in fetched.stderr
+    assert sha256(clone / "data" / HOTPOT) == HOTPOT_SHA  # the clone's own data folder
     run = subprocess.run(
         [sys.executable, "-m", "harness", "dataset=hotpotqa", "dataset.sample_size=12", "read=false", "logger=none",
-         f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+         f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+    assert f"from {clone}" in run.stdout.splitlines()[0]  # the clone's code ran, not this checkout's
     assert "12 questions from hotpotqa" in run.stdout + run.stderr
     assert (tmp_path / "run" / "rows.parquet").is_file()
 
