@@ -32,4 +32,4 @@ def test_the_grid_of_a_sweeps_file_counts_and_a_reader_that_reads_nothing_does_n
 def test_a_single_run_is_named_after_its_overrides_less_plumbing():
     given = ["dataset=hotpotqa", "budget=96", "logger=none", "paths.cache_dir=/tmp/c", "hydra.run.dir=/tmp/r"]
     assert run_name([*given, "reader=smollm2_135m", "reader.batch_size=4"], reads=False) == "dataset=hotpotqa budget=96"
-    assert run_name(["logger=none"], reads=True) is None
+    assert run_name(["logger=none"], reads=True) == "defaults"

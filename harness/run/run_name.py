@@ -9,11 +9,13 @@ part of a name, nor is the reader of a run that reads nothing (``read=false``).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
+log = logging.getLogger(__name__)
 PLUMBING = ("hydra", "logger", "paths", "cache", "read_chunk")
 
 
@@ -46,13 +48,13 @@ def _named(key: str, reads: bool) -> bool:
 
 
 def run_name(task_overrides: list[str], reads: bool, sweep_dir: str | Path | None = None) -> str | None:
-    """``packer=submod budget=96``: the job's values of the keys that set it apart; None when nothing does."""
+    """``packer=submod budget=96``: the job's values of the keys that set it apart; ``defaults`` when none."""
     values = {_key(o): o.input_line.split("=", 1)[1] for o in _parsed(task_overrides) if "=" in o.input_line}
     keys = swept_keys(sweep_dir) if sweep_dir is not None else None
     if keys is None:  # a single run, or a sweep whose multirun.yaml is not here: the overrides it was given
         keys = list(values)
     named = [f"{key}={values[key]}" for key in keys if key in values and _named(key, reads)]
-    return " ".join(named) or None
+    return " ".join(named) or "defaults"
 
 
 def current_run_name(reads: bool) -> str | None:
@@ -64,4 +66,8 @@ def current_run_name(reads: bool) -> str | None:
         return None
     hydra = HydraConfig.get()
     sweep_dir = hydra.sweep.dir if hydra.mode == RunMode.MULTIRUN else None
-    return run_name(list(hydra.overrides.task), reads, sweep_dir)
+    try:
+        return run_name(list(hydra.overrides.task), reads, sweep_dir)
+    except Exception as error:  # noqa: BLE001 - a name is a label: it never fails the run whose results it names
+        log.warning("no run name from the overrides (%s); the summary keeps its keys", error)
+        return None

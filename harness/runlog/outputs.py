@@ -190,7 +190,7 @@ def write_outputs(
     first = rows.iloc[0] if len(rows) else {}
     payload = {
         # What sets the run apart (harness.run.run_name): W&B's run name and the summary's header.
-        "name": name or "defaults",
+        "name": name,
         "run": {
             key: (first[key].item() if hasattr(first[key], "item") else first[key])
             for key in ("dataset", "retriever", "tree", "diversifier", "packer", "budget", "k", "seed", "reader")
