@@ -16,6 +16,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ def _process_start() -> float:
         return time.time()
 
 
+@lru_cache(maxsize=1)
 def machine() -> str:
     """This machine as far as speed goes: CPU model, its kind of vector units, CPUs this process may use."""
     from harness.backends.precision import machine_cpu_kind

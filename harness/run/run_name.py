@@ -10,6 +10,7 @@ part of a name, nor is the reader of a run that reads nothing (``read=false``).
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,15 @@ def _key(override: Any) -> str:
     return str(override.get_key_element()).lstrip("+~")
 
 
-def _parsed(lines: list[str]) -> list[Any]:
+@lru_cache(maxsize=1)
+def _parser():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    return OverridesParser.create().parse_overrides([str(line) for line in lines])
+    return OverridesParser.create()  # built once per process: every job of a sweep names itself
+
+
+def _parsed(lines: list[str]) -> list[Any]:
+    return _parser().parse_overrides([str(line) for line in lines])
 
 
 def swept_keys(sweep_dir: str | Path) -> list[str] | None:
@@ -34,11 +40,18 @@ def swept_keys(sweep_dir: str | Path) -> list[str] | None:
     path = Path(sweep_dir) / "multirun.yaml"
     if not path.is_file():
         return None
+    stamp = path.stat()
+    return list(_swept_keys(str(path), stamp.st_mtime_ns, stamp.st_size))
+
+
+@lru_cache(maxsize=8)
+def _swept_keys(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """Read once per sweep file and version: every job of a sweep in one process asks the same."""
     master = OmegaConf.load(path)
     task = list(OmegaConf.select(master, "hydra.overrides.task", default=[]) or [])
     params = OmegaConf.select(master, "hydra.sweeper.params", default=None) or {}
     lines = [*task, *(f"{key}={value}" for key, value in params.items())]
-    return list(dict.fromkeys(_key(o) for o in _parsed(lines) if o.is_sweep_override()))
+    return tuple(dict.fromkeys(_key(o) for o in _parsed(lines) if o.is_sweep_override()))
 
 
 def _named(key: str, reads: bool) -> bool:
