@@ -140,7 +140,7 @@ test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, 
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
 
 test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the suite without the tests marked slow (still builds the vLLM venv and Chromium the rest need)
-	$(PY) -m pytest -q -m "not slow" tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
