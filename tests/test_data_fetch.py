@@ -94,6 +94,16 @@ def test_an_interrupted_transfer_resumes_where_it_stopped(tmp_path, mirror, caps
     assert f"resuming hotpot_dev_distractor_v1.json at byte {kept:,}" in capsys.readouterr().err
 
 
+def test_a_server_that_ignores_range_gets_the_file_again_from_its_first_byte(tmp_path, mirror):
+    data = tmp_path / "data"
+    mirror.cut_after = 100_000
+    assert fetch(data, "hotpotqa", "--mirror", mirror.url) == 1
+    mirror.ignore_range = True  # the resumed request is answered with the whole file: not appended to the part
+    assert fetch(data, "hotpotqa", "--mirror", mirror.url) == 0
+    assert [(s.range is not None, s.status) for s in mirror.log[1:]] == [(True, 200), (False, 200)]
+    assert sha256(data / HOTPOT) == HOTPOT_SHA
+
+
 def test_a_file_whose_bytes_do_not_match_is_refused_and_leaves_nothing(tmp_path, mirror, capsys):
     (mirror.root / HOTPOT).write_bytes(HOTPOT_SAMPLE.read_bytes().replace(b"Scott Derrickson", b"Scott Derricksen"))
     data = tmp_path / "data"

@@ -29,6 +29,7 @@ class Served:
 class FileServer:
     root: Path
     cut_after: int | None = None  # bytes of the next body before the connection is dropped (once)
+    ignore_range: bool = False  # answer a Range request with the whole file (200), as some servers do
     log: list[Served] = field(default_factory=list)
 
     def __enter__(self) -> FileServer:
@@ -47,7 +48,7 @@ class FileServer:
                     return
                 data = file.read_bytes()
                 start, status = 0, 200
-                match = _RANGE.match(self.headers.get("Range") or "")
+                match = None if server.ignore_range else _RANGE.match(self.headers.get("Range") or "")
                 if match:
                     start = int(match.group(1))
                     if start >= len(data):
