@@ -14,6 +14,7 @@ import llmlingua.prompt_compressor as llmlingua_module
 import numpy as np
 import pytest
 
+from harness.backends.precision import cpu_dtype, cpu_flags
 from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
 from harness.pack.llmlingua import (
@@ -239,45 +240,62 @@ def test_compressions_are_cached_across_packers_and_keyed_by_budget(tokens, tiny
         compressor.compress_prompt = original
 
 
-@pytest.mark.slow
-def test_llmlingua_packs_within_budget_at_96_and_128_where_the_library_fails_on_a_target(tmp_path):
-    """IRCoT HotpotQA question 5ab3e45655429976abd1bcd4 at B = 96: llmlingua 0.2.2 raises an IndexError at
-    the targets 58 and 66; the packer holds at a larger target and trims to the budget. With no retries the
-    library's error comes through (what the packer guards against is real)."""
-    import json
+FAILING = "5ab3e45655429976abd1bcd4"  # IRCoT HotpotQA: llmlingua 0.2.2 fails on it at B = 96 (bf16 compressor)
+
+
+def run_harness(tmp_path, *arguments: str):
     import os
     import subprocess
     import sys
 
-    import pandas as pd
-
     from tests.conftest import REPO
 
-    failing = "5ab3e45655429976abd1bcd4"
-    three, one = tmp_path / "three.txt", tmp_path / "one.txt"
-    three.write_text(f"{failing}\n5a8c7595554299585d9e36b6\n5ae6050f55429929b0807a5e\n")
-    one.write_text(f"{failing}\n")
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    common = ["dataset=hotpotqa_ircot", "packer=llmlingua", "read=false", "logger=none"]
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *arguments, *common],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
 
-    def harness(*arguments: str) -> subprocess.CompletedProcess:
-        common = ["dataset=hotpotqa_ircot", "packer=llmlingua", "read=false", "logger=none"]
-        return subprocess.run(
-            [sys.executable, "-m", "harness", *arguments, *common],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
 
-    sweep = harness("-m", f"dataset.question_ids_file={three}", "budget=96,128", f"hydra.sweep.dir={tmp_path / 's'}")
+@pytest.mark.slow
+def test_llmlingua_packs_within_budget_at_96_and_128_on_hotpotqa_questions(tmp_path):
+    import pandas as pd
+
+    three = tmp_path / "three.txt"
+    three.write_text(f"{FAILING}\n5a8c7595554299585d9e36b6\n5ae6050f55429929b0807a5e\n")
+    sweep = run_harness(tmp_path, "-m", f"dataset.question_ids_file={three}", "budget=96,128",
+                        f"hydra.sweep.dir={tmp_path / 's'}")  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr[-3000:]
-    by_budget = {}
+    budgets = []
     for job in (tmp_path / "s").glob("*/rows.parquet"):
         rows = pd.read_parquet(job)
-        by_budget[int(rows["budget"].iloc[0])] = rows.set_index("question_id")
-    assert sorted(by_budget) == [96, 128]
-    for budget, rows in by_budget.items():
+        budget = int(rows["budget"].iloc[0])
+        budgets.append(budget)
         assert len(rows) == 3 and (rows["context_tokens"] <= budget).all() and (rows["context_tokens"] > 0).all()
-    targets = json.loads(by_budget[96].loc[failing, "pack.target_tokens"])
-    assert 58 not in targets and 66 not in targets  # the targets the library fails on were passed over
-    bare = harness(f"dataset.question_ids_file={one}", "budget=96", "packer.library_retries=0",
-                   f"hydra.run.dir={tmp_path / 'bare'}")  # fmt: skip
+    assert sorted(budgets) == [96, 128]
+
+
+BF16_COMPRESSOR = cpu_dtype(cpu_flags()) == "bfloat16"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not BF16_COMPRESSOR, reason="the failure was seen with the compressor in bf16 (this CPU: float32)")
+def test_where_the_library_fails_on_a_target_the_packer_holds_at_a_larger_one(tmp_path):
+    """At B = 96 llmlingua 0.2.2 raises an IndexError for this question at the targets 58 and 66: without
+    retries the library's error comes through; with them the packer passes over those targets and fits."""
+    import json
+
+    import pandas as pd
+
+    one = tmp_path / "one.txt"
+    one.write_text(f"{FAILING}\n")
+    bare = run_harness(tmp_path, f"dataset.question_ids_file={one}", "budget=96", "packer.library_retries=0",
+                       f"hydra.run.dir={tmp_path / 'bare'}")  # fmt: skip
     assert bare.returncode != 0
-    assert "IndexError: The shape of the mask" in bare.stderr and failing in bare.stderr
+    assert "IndexError: The shape of the mask" in bare.stderr and FAILING in bare.stderr
+    held = run_harness(tmp_path, f"dataset.question_ids_file={one}", "budget=96", f"hydra.run.dir={tmp_path / 'h'}")
+    assert held.returncode == 0, held.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "h" / "rows.parquet")
+    targets = json.loads(rows["pack.target_tokens"].iloc[0])
+    assert 58 not in targets and 66 not in targets and int(rows["context_tokens"].iloc[0]) <= 96
