@@ -10,6 +10,8 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from harness.core.types import Example
+from harness.data.formats import get_format
+from harness.data.loader import load_dataset
 from harness.metrics.longform import DATASET_SCORERS, check_scorers, dataset_scores
 from harness.run.config_check import problems
 from harness.run.pipeline import dataset_loader_config
@@ -65,8 +67,12 @@ def test_the_key_is_kept_out_of_the_loader_arguments(config, scorer):
     cfg = OmegaConf.create({"seed": 0, "paths": {"models_dir": "models", "data_dir": "data"}, "dataset": node})
     arguments = dataset_loader_config(cfg.dataset)
     assert "scorers" not in arguments and arguments["name"] == config and arguments["seed"] == 0
-    accepted = inspect.signature(get_method(arguments["_target_"])).parameters
-    assert set(arguments) - {"_target_"} <= set(accepted)
+    parameters = inspect.signature(get_method(arguments["_target_"])).parameters
+    accepted = set(parameters)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        # A loader that passes its options on: the common loader's arguments and the options its format takes.
+        accepted |= set(inspect.signature(load_dataset).parameters) | set(get_format(config).options)
+    assert set(arguments) - {"_target_"} <= accepted
 
 
 def test_scorers_are_applied_in_the_order_named_and_an_unknown_one_is_refused():

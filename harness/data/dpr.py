@@ -29,9 +29,7 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     texts = [a.strip() for a in raw_answers if isinstance(a, str) and a.strip()]
     if len(texts) != len(raw_answers) or not texts:
         raise ctx.error("expected a non-empty list of non-blank answer strings", "answers")
-    ctxs = ctx.get(record, "ctxs", list)
-    if not ctxs:
-        raise ctx.error("empty context", "ctxs")
+    ctxs = ctx.items(record, "ctxs", "empty context")
 
     documents: list[Document] = []
     gold: list[str] = []

@@ -106,9 +106,7 @@ def parse_record(
     if source is not None:
         _check_source_matches(record, qid, source, ctx)
     found = answers_from_objects(ctx.get(record, "answers_objects", list), ctx)
-    raw_contexts = ctx.get(record, "contexts", list)
-    if not raw_contexts:
-        raise ctx.error("empty context", "contexts")
+    raw_contexts = ctx.items(record, "contexts", "empty context")
 
     documents: list[Document] = []
     gold: list[str] = []

@@ -7,8 +7,8 @@ are subsampled like every dataset's (:func:`harness.data.sampling.subsample`). E
 is a registered :class:`harness.data.formats.DatasetFormat` read whole, as a SQuAD file or a BEIR folder
 is: its reader is written as ``read(source, *, dataset, split, chunker, ...)`` and made the format's
 ``load`` by :func:`chunked`, which adds the chunking options every long-document dataset config has. The
-public loaders the configs name (``load_qasper``, ...) go through the common loader
-(:func:`load_long_documents`); :func:`long_document_format` registers a format.
+public loaders the configs name (``load_qasper``, ...) are the common loader
+(:func:`harness.data.loader.load_dataset`) with the layout set; :func:`long_document_format` registers a format.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.formats import DatasetFormat, register_format
-from harness.data.loader import load_dataset
 from harness.text.chunking import DEFAULT_CHUNK_TOKENS, Chunk, chunk_paragraphs
 from harness.text.tokens import resolve_token_counter
 
@@ -109,20 +108,3 @@ def long_document_format(
             **fields,
         )
     )
-
-
-def load_long_documents(
-    layout: str,
-    source: str | Path,
-    chunk_tokens: int,
-    tokenizer: str | None,
-    models_dir: str | Path,
-    sample_size: int | None,
-    seed: int,
-    **arguments: Any,
-) -> list[Example]:
-    """``source`` read as ``layout`` by the loader every dataset config uses
-    (:func:`harness.data.loader.load_dataset`), chunked and subsampled as given: the public loaders of
-    the long-document formats call it."""
-    options = {"chunk_tokens": chunk_tokens, "tokenizer": tokenizer, "models_dir": models_dir}
-    return load_dataset(source, layout, sample_size, seed, **options, **arguments)

@@ -27,12 +27,8 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     aliases = record.get("answer_aliases") or []
     if not isinstance(aliases, list):
         raise ctx.error(f"expected a list, got {type(aliases).__name__}", "answer_aliases")
-    decomposition = ctx.get(record, "question_decomposition", list)
-    if not decomposition:
-        raise ctx.error("empty decomposition", "question_decomposition")
-    raw_paragraphs = ctx.get(record, "paragraphs", list)
-    if not raw_paragraphs:
-        raise ctx.error("empty context", "paragraphs")
+    decomposition = ctx.items(record, "question_decomposition", "empty decomposition")
+    raw_paragraphs = ctx.items(record, "paragraphs", "empty context")
 
     documents: list[Document] = []
     gold: list[str] = []

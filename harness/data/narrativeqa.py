@@ -19,14 +19,15 @@ import io
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError, DatasetNotFoundError
 from harness.data.io import read_text
-from harness.data.longdoc import Chunker, load_long_documents, long_document_format
+from harness.data.loader import load_dataset
+from harness.data.longdoc import Chunker, long_document_format
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 
 SPLITS = ("train", "valid", "test")
@@ -203,34 +204,11 @@ FORMAT = long_document_format(
 )
 
 
-def load_narrativeqa(
-    root: str | Path,
-    split: str = "test",
-    context: str = "summaries",
-    *,
-    name: str = "narrativeqa",
-    stories_dir: str = "tmp",
-    summaries_file: str = "third_party/wikipedia/summaries.csv",
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
-) -> list[Example]:
-    """NarrativeQA questions of ``split`` (train / valid / test) as Examples (see the module docstring),
-    through the common loader. ``chunk_tokens``, ``tokenizer``, ``models_dir``: how contexts are chunked
-    (:class:`Chunker`); ``sample_size``: a subset drawn with ``seed``."""
-    return load_long_documents(
-        "narrativeqa",
-        root,
-        chunk_tokens,
-        tokenizer,
-        models_dir,
-        sample_size,
-        seed,
-        name=name,
-        split=split,
-        context=context,
-        stories_dir=stories_dir,
-        summaries_file=summaries_file,
-    )
+def load_narrativeqa(root: str | Path, **options: Any) -> list[Example]:
+    """NarrativeQA questions as Examples (see the module docstring): the common loader
+    (:func:`harness.data.loader.load_dataset`) reading the repository folder ``root`` as this format, with its
+    options (``split``: train / valid / test, default test; ``context``, ``stories_dir``, ``summaries_file``) and
+    the chunking options every long-document config has (``chunk_tokens``, ``tokenizer``, ``models_dir``),
+    ``sample_size``, ``seed``.
+    """
+    return load_dataset(root, "narrativeqa", **options)

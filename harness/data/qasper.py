@@ -24,10 +24,10 @@ from typing import Any
 from harness.core.types import Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, json_record_at, read_text, text_position
-from harness.data.longdoc import Chunker, load_long_documents, long_document_format
+from harness.data.loader import load_dataset
+from harness.data.longdoc import Chunker, long_document_format
 from harness.data.records import RecordContext, _kind_name
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 
 ANSWER_TYPES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
@@ -327,35 +327,11 @@ FORMAT = long_document_format(
 )
 
 
-def load_qasper(
-    path: str | Path,
-    *,
-    name: str = "qasper",
-    split: str | None = None,
-    include_abstract: bool = False,
-    answer_types: list[str] | tuple[str, ...] | None = None,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
-) -> list[Example]:
-    """QASPER questions as Examples (see the module docstring), through the common loader.
-
-    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how papers are chunked (:class:`Chunker`);
-    ``sample_size``: a subset drawn with ``seed``. ``answer_types`` keeps only questions whose first
-    annotator's answer has one of these types. ``split`` defaults to the one the file name states.
+def load_qasper(path: str | Path, **options: Any) -> list[Example]:
+    """QASPER questions as Examples (see the module docstring): the common loader
+    (:func:`harness.data.loader.load_dataset`) reading ``path`` as this format, with its options (``include_abstract``,
+    ``answer_types``: keep only questions whose first annotator's answer has one of these types) and the chunking
+    options every long-document config has (``chunk_tokens``, ``tokenizer``, ``models_dir``), ``sample_size``,
+    ``seed``, ``split`` (default: the one the file name states).
     """
-    return load_long_documents(
-        "qasper",
-        path,
-        chunk_tokens,
-        tokenizer,
-        models_dir,
-        sample_size,
-        seed,
-        name=name,
-        split=split,
-        include_abstract=include_abstract,
-        answer_types=answer_types,
-    )
+    return load_dataset(path, "qasper", **options)

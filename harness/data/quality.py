@@ -27,10 +27,10 @@ from typing import Any
 from harness.core.types import Document, Example
 from harness.data.errors import DatasetFormatError
 from harness.data.io import check_file, read_records
-from harness.data.longdoc import Chunker, load_long_documents, long_document_format
+from harness.data.loader import load_dataset
+from harness.data.longdoc import Chunker, long_document_format
 from harness.data.records import RecordContext
 from harness.data.validate import RecordChecks
-from harness.text.chunking import DEFAULT_CHUNK_TOKENS
 from harness.text.html import html_paragraphs
 
 LETTERS = "ABCDEFGHIJ"
@@ -217,32 +217,11 @@ FORMAT = long_document_format(
 )
 
 
-def load_quality(
-    path: str | Path,
-    *,
-    name: str = "quality",
-    split: str | None = None,
-    options_in_question: bool = True,
-    hard_only: bool = False,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    tokenizer: str | None = None,
-    models_dir: str | Path = ".cache/models",
-    sample_size: int | None = None,
-    seed: int = 0,
-) -> list[Example]:
-    """QuALITY questions as Examples (see the module docstring), through the common loader.
-    ``chunk_tokens``, ``tokenizer``, ``models_dir``: how articles are chunked (:class:`Chunker`);
-    ``sample_size``: a subset drawn with ``seed``. ``split`` defaults to the one the file name states."""
-    return load_long_documents(
-        "quality",
-        path,
-        chunk_tokens,
-        tokenizer,
-        models_dir,
-        sample_size,
-        seed,
-        name=name,
-        split=split,
-        options_in_question=options_in_question,
-        hard_only=hard_only,
-    )
+def load_quality(path: str | Path, **options: Any) -> list[Example]:
+    """QuALITY questions as Examples (see the module docstring): the common loader
+    (:func:`harness.data.loader.load_dataset`) reading ``path`` as this format, with its options
+    (``options_in_question``, ``hard_only``) and the chunking options every long-document config has
+    (``chunk_tokens``, ``tokenizer``, ``models_dir``), ``sample_size``, ``seed``, ``split`` (default: the one the
+    file name states).
+    """
+    return load_dataset(path, "quality", **options)

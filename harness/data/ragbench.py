@@ -60,9 +60,7 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
     qid = question_id(record, ID_FIELD, ctx)
     question = ctx.text(record, "question")
     response = ctx.text(record, "response")
-    raw_documents = ctx.get(record, "documents_sentences", list)
-    if not raw_documents:
-        raise ctx.error("no documents", "documents_sentences")
+    raw_documents = ctx.items(record, "documents_sentences", "no documents")
 
     documents = []
     for d_index, sentences in enumerate(raw_documents):
@@ -77,9 +75,8 @@ def parse_record(record: dict[str, Any], ctx: RecordContext, *, dataset: str, sp
             raise ctx.error(f"document {d_index} has no text", field)
         documents.append(Document(doc_id_for(qid, d_index), "", text))
 
-    keys = ctx.get(record, "all_relevant_sentence_keys", list)
-    if not keys:  # load_examples skips these (skip_reason); a direct caller is told why there is no gold
-        raise ctx.error("no relevant sentence keys: the record has no gold document", "all_relevant_sentence_keys")
+    # load_examples skips these (skip_reason); a direct caller is told why there is no gold
+    keys = ctx.items(record, "all_relevant_sentence_keys", "no relevant sentence keys: the record has no gold document")
     gold_positions = set()
     for key in keys:
         match = _KEY.fullmatch(key.strip()) if isinstance(key, str) else None

@@ -46,6 +46,13 @@ class RecordContext:
             raise self.error(f"expected {_kind_name(kind)}, got {type(value).__name__}", field)
         return value
 
+    def items(self, record: dict[str, Any], field: str, empty: str) -> list[Any]:
+        """A list field that holds something; ``empty`` says what an empty one lacks."""
+        value = self.get(record, field, list)
+        if not value:
+            raise self.error(empty, field)
+        return value
+
     def text(self, record: dict[str, Any], field: str) -> str:
         """A non-blank string field, stripped."""
         value = self.get(record, field, str).strip()
@@ -118,9 +125,7 @@ def context_paragraphs(
 
 def supporting_facts(record: dict[str, Any], ctx: RecordContext) -> list[tuple[str, int]]:
     """``supporting_facts`` as (title, sentence index) pairs; at least one is required."""
-    facts = ctx.get(record, "supporting_facts", list)
-    if not facts:
-        raise ctx.error("no supporting facts", "supporting_facts")
+    facts = ctx.items(record, "supporting_facts", "no supporting facts")
     out = []
     for position, fact in enumerate(facts):
         if not (

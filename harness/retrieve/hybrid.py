@@ -11,7 +11,7 @@ keys (``retriever.fusion``, ``retriever.rrf_k``, ``retriever.dense_weight``), so
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,18 +24,11 @@ from harness.retrieve.sparse import SparseRetriever, assemble_pools
 
 class HybridRetriever:
     def __init__(
-        self,
-        encoder,
-        setting: str = "distractor",
-        pool_size: int | None = None,
-        embed_title: bool = True,
-        bm25: Mapping[str, Any] | None = None,
-        cache_dir: str | None = None,
-        fusion: str = "rrf",
-        rrf_k: float = 60,
-        dense_weight: float = 0.5,
+        self, encoder, fusion: str = "rrf", rrf_k: float = 60, dense_weight: float = 0.5, **sparse: Any
     ) -> None:
-        self.sparse = SparseRetriever(encoder, setting, pool_size, embed_title, bm25, cache_dir)
+        # The BM25 side takes the sparse retriever's own options (setting, pool_size, embed_title, bm25,
+        # cache_dir), checked there.
+        self.sparse = SparseRetriever(encoder, **sparse)
         problems = fusion_problems(fusion, rrf_k, dense_weight)
         if problems:
             raise ValueError("; ".join(problems))
