@@ -22,7 +22,7 @@ export TRANSFORMERS_OFFLINE := 1
 # W&B runs offline unless WANDB_MODE says otherwise (conf/logger/wandb.yaml); not exported here, since
 # transformers prints a line on import whenever WANDB_MODE=offline is set.
 
-.PHONY: setup setup-gpu models models-1.5b vllm-venv browser run lint test test-fast bench studies clean-cache help
+.PHONY: setup setup-gpu models models-1.5b vllm-venv browser run lint test test-quick bench studies clean-cache help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -139,8 +139,8 @@ TEST_WORKERS ?= 2
 test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
 
-test-fast: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the suite without the tests marked slow (still builds the vLLM venv and Chromium the rest need)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests $(PYTEST_ARGS)
+test-quick: setup  ## the inner loop: every test that starts no process (harness command, engine, server, database, browser) and loads no model marked slow
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not process" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

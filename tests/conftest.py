@@ -28,6 +28,27 @@ def pytest_configure(config) -> None:
         os.sched_setaffinity(0, cpus[index::workers])
 
 
+from tests.helpers import process_guard  # noqa: E402
+
+process_guard.install()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    process_guard.mark_fixture_processes(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with process_guard.watching(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with process_guard.watching(item):
+        yield
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 CONF = REPO / "conf"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from selenium.webdriver.common.by import By
 
 from tests.helpers import browser
@@ -36,6 +37,7 @@ THROWING_PAGE = """<!doctype html>
 """
 
 
+@pytest.mark.process
 def test_page_script_runs_clicks_and_reports_errors(chromium, tmp_path: Path):
     page = tmp_path / "list.html"
     page.write_text(LIST_PAGE, encoding="utf-8")

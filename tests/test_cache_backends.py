@@ -22,7 +22,7 @@ from harness.cache.stores import unseal
 from tests.conftest import REPO
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
 def backend(request, tmp_path):
     """Configure the stores for one backend; yields a function opening a store by file name and table."""
     url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
@@ -36,6 +36,7 @@ def entries(worker: int, n: int = 120) -> dict[str, dict]:
     return {f"k{(worker * 40 + i) % 200:03d}": {"answer": f"value of {(worker * 40 + i) % 200}"} for i in range(n)}
 
 
+@pytest.mark.process
 def test_round_trip_of_texts_and_vectors(backend):
     texts = backend(TextStore, "responses")
     texts.put_texts({"a": {"answer": "Paris", "tokens": [1, 2]}, "b": "plain"})
@@ -55,6 +56,7 @@ def _write(url, folder, worker) -> None:
     store.close()
 
 
+@pytest.mark.process
 def test_several_writer_processes_at_once(backend, tmp_path, caplog):
     url = stores.configured_url()
     context = multiprocessing.get_context("spawn")
@@ -82,6 +84,7 @@ for batch in range(10**6):
 """
 
 
+@pytest.mark.process
 def test_a_writer_killed_mid_write_leaves_only_whole_entries(backend, tmp_path, caplog):
     url = stores.configured_url() or ""
     proc = subprocess.Popen(

@@ -376,6 +376,7 @@ print(json.dumps({s: code_fingerprint(s) for s in ("read", "pools", "tree", "lm"
 """
 
 
+@pytest.mark.process
 def test_each_key_follows_the_code_it_depends_on(tmp_path):
     """Edits in a copied package, keys computed by a fresh interpreter on the copy each time."""
     import json

@@ -117,6 +117,7 @@ def harness(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, fl
     return done, time.perf_counter() - start
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "args,needle",
     [
@@ -135,6 +136,7 @@ def test_command_line_exits_2_fast_without_loading_models(tmp_path, args, needle
     assert not (tmp_path / "run" / "rows.journal.jsonl").exists()
 
 
+@pytest.mark.process
 def test_sweeps_group_found_from_any_directory(tmp_path):
     done, _ = harness(["+sweeps=smoke", "--cfg", "job"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -127,6 +127,7 @@ def harness(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -167,6 +168,7 @@ def test_an_unreachable_ray_address_is_named_within_seconds():
         assert ray_address_problems(f"ray://127.0.0.1:{server.getsockname()[1]}") == []
 
 
+@pytest.mark.process
 def test_a_sweep_on_an_unreachable_ray_address_exits_2_naming_it(tmp_path):
     import socket
     import time
@@ -186,6 +188,7 @@ def test_a_sweep_on_an_unreachable_ray_address_exits_2_naming_it(tmp_path):
     assert time.perf_counter() - start < 60
 
 
+@pytest.mark.process
 def test_the_slurm_launcher_on_a_host_without_slurm_is_a_config_error(tmp_path, monkeypatch):
     (line,) = launcher_problems(compose_cfg(["hydra/launcher=slurm"], return_hydra_config=True))
     assert line.startswith("hydra/launcher=slurm submits with SLURM's sbatch and srun, not found") and (

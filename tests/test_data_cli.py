@@ -40,6 +40,7 @@ def _non_utf8(path: Path) -> str:
     return f"record 4321: not UTF-8: byte 0xff at byte offset {offset} (line 4322)"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("make", [_truncated, _non_utf8], ids=["truncated", "non_utf8"])
 def test_run_on_a_malformed_dataset_exits_nonzero_without_summary(tmp_path, make):
     bad = tmp_path / "hotpot_bad.json"

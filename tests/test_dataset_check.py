@@ -106,6 +106,7 @@ def test_the_checked_examples_are_the_ones_the_pipeline_loads():
     assert again is first and same_key == key and len(first) == 103
 
 
+@pytest.mark.process
 def test_the_check_imports_nothing_heavy(tmp_path):
     bad = tmp_path / "musique.jsonl"
     bad.write_text('{"id": "2hop__1_2", "paragraphs": []}\n')
@@ -119,6 +120,7 @@ def test_the_check_imports_nothing_heavy(tmp_path):
     assert "record 0" in found and heavy == "[]", done.stdout
 
 
+@pytest.mark.process
 def test_command_line_reports_a_bad_dataset_as_a_config_error(tmp_path):
     done, seconds = harness(
         ["dataset=musique_ircot", f"dataset.path={HOTPOT_IRCOT}", f"hydra.run.dir={tmp_path}"], REPO
@@ -133,6 +135,7 @@ def test_command_line_reports_a_bad_dataset_as_a_config_error(tmp_path):
 URL = "postgresql://harness:s3cret@127.0.0.1:1/cache"
 
 
+@pytest.mark.process
 def test_a_run_folder_from_override_dirname_holds_no_password(tmp_path):
     done, _ = harness(
         [f"hydra.run.dir={tmp_path}/" + "${hydra.job.override_dirname}", f"cache.url={URL}", "budget=0"], REPO
@@ -143,6 +146,7 @@ def test_a_run_folder_from_override_dirname_holds_no_password(tmp_path):
     assert any("harness:***@127.0.0.1" in p for p in paths)
 
 
+@pytest.mark.process
 def test_sweep_subfolders_from_override_dirname_hold_no_password(tmp_path):
     sweep = tmp_path / "sweep"
     subdir = "hydra.sweep.subdir=${hydra.job.override_dirname}"

@@ -247,6 +247,7 @@ def doc_runs(tmp_path_factory) -> Path:
     return tmp
 
 
+@pytest.mark.process
 def test_the_first_study_and_every_demo_command_run(doc_runs):
     runs = sorted(p.parent for p in doc_runs.rglob("rows.parquet"))
     assert len(runs) >= 8
@@ -285,6 +286,7 @@ def report_commands() -> list[Command]:
     return list({str(c): c for c in commands}.values())
 
 
+@pytest.mark.process
 def test_every_report_command_runs_on_the_small_sweep(doc_runs, tmp_path):
     commands = [c for c in report_commands() if c.arguments[:1] != ["replicate"]]
     assert any(c.module == "harness.runlog.wandb_report" for c in commands)
@@ -302,6 +304,7 @@ def test_every_report_command_runs_on_the_small_sweep(doc_runs, tmp_path):
     assert sorted(contrasts.budget) == [96, 128, 160] and set(contrasts.n) == {12}
 
 
+@pytest.mark.process
 def test_every_replicate_command_runs(tmp_path):
     commands = [c for c in report_commands() if c.arguments[:1] == ["replicate"]]
     inline = {

@@ -61,6 +61,7 @@ def test_each_recipe_composes_and_fits_its_node(size, overrides, monkeypatch):
         assert device_problems(cfg, probe=node(size), environ={}) == [], point
 
 
+@pytest.mark.process
 def test_the_resolved_launcher_line_shows_what_the_page_says():
     (command,) = [c for c in command_lines(DOC) if c.module == "harness" and "--resolve" in c.arguments]
     result = subprocess.run(
@@ -71,6 +72,7 @@ def test_the_resolved_launcher_line_shows_what_the_page_says():
     assert "(`num_gpus: 4`)" in DOC.read_text()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("module", "arguments"), plan_commands(), ids=lambda a: " ".join(a)[:60])
 def test_each_plan_command_runs_and_fits(module, arguments):
     result = subprocess.run(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -31,6 +32,7 @@ def build(command: list[str], config: Path, site: Path) -> subprocess.CompletedP
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.mark.process
 def test_the_lint_site_build_passes_on_the_docs_and_stops_on_a_dead_link(tmp_path):
     command = lint_mkdocs_command()
     assert "--strict" in command and "--quiet" not in command and "-q" not in command

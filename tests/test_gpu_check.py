@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tarfile
 
+import pytest
+
 from tests.conftest import REPO, SHARED_DATA
 
 IRCOT = SHARED_DATA / "hotpotqa_ircot" / "hotpotqa_dev_subsampled_485.jsonl"
@@ -38,6 +40,7 @@ def test_the_bundle_holds_what_a_node_lacks_within_what_a_call_carries(tmp_path)
     assert libraries == {"libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so"}
 
 
+@pytest.mark.process
 def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(tmp_path):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(check_prompts(IRCOT, 6)))

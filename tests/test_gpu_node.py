@@ -117,6 +117,7 @@ def test_every_gpu_rung_without_cuda_is_one_config_error_naming_the_reader(reade
     assert problems(cfg(f"reader={reader}", "read=false")) == []  # no reader loads
 
 
+@pytest.mark.process
 def test_the_command_line_stops_a_gpu_rung_in_about_a_second_with_exit_2():
     began = time.perf_counter()
     result = harness("reader=qwen2.5_32b", env={"CUDA_VISIBLE_DEVICES": ""})
@@ -215,6 +216,7 @@ def test_starts_of_several_processes_from_outside_are_recognised():
     assert external_start({}) is None
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("env", "instead"), [(TORCHRUN, "torchrun --nproc-per-node=1"), (SRUN, "hydra.launcher.tasks_per_node=1")]
 )
@@ -313,6 +315,7 @@ def test_vllm_replicas_times_tensor_parallel_beyond_the_visible_gpus_is_refused(
     assert device_problems(cfg("reader=qwen2.5_7b"), probe=gpus(1), environ={}) == []
 
 
+@pytest.mark.process
 def test_a_cpu_build_of_vllm_on_a_node_with_gpus_is_a_named_error():
     # .venv-vllm holds vLLM's CPU build (make vllm-venv): on a GPU node it would read every prompt on the CPU.
     (line,) = device_problems(cfg("reader=qwen2.5_7b_vllm"), probe=gpus(1), environ={})

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from harness.backends.loading import ModelSpec
 from harness.read.hf import TransformersReader
 from harness.run.config_check import problems
@@ -42,6 +44,7 @@ def test_a_version_below_its_floor_is_one_line_naming_package_version_and_floor(
     assert version_problems({"torch": "2.13.0+cu130"}) == []  # a CUDA build of the same release
 
 
+@pytest.mark.process
 def test_the_command_line_stops_on_an_old_transformers_before_anything_loads(tmp_path):
     # A distribution found first on the path is the one importlib.metadata reports: an older transformers.
     fake = tmp_path / "transformers-5.17.0.dist-info"

@@ -42,6 +42,7 @@ def test_the_composed_launcher_asks_for_the_readers_gpus(launcher, overrides, gp
     assert reader_gpus(OmegaConf.to_container(cfg.reader, resolve=True)) == gpus
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("launcher", "overrides", "printed"),
     [

@@ -174,6 +174,7 @@ def test_a_damaged_copy_of_the_corpus_names_the_file(tmp_path):
         wordnet_corpus.use_models_dir(None)
 
 
+@pytest.mark.process
 def test_without_wordnet_meteor_is_nan_and_says_why(tmp_path):
     # A fresh interpreter whose models folder holds no corpus (and no nltk_data of the user's own).
     code = (

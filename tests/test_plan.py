@@ -306,6 +306,7 @@ def _cli(*args: str, cache_dir: Path) -> tuple[subprocess.CompletedProcess, floa
     return done, time.monotonic() - start
 
 
+@pytest.mark.process
 def test_cli_exits_2_with_one_line_for_a_plan_that_does_not_fit(tmp_path):
     args = ("reader=qwen2.5_32b", "reader.quantization=null", "--gpus", "24GiB")
     cold, cold_s = _cli(*args, cache_dir=tmp_path)
@@ -320,12 +321,14 @@ def test_cli_exits_2_with_one_line_for_a_plan_that_does_not_fit(tmp_path):
     assert warm_s < 15
 
 
+@pytest.mark.process
 def test_cli_exits_0_when_the_plan_fits(tmp_path):
     done, _ = _cli("reader=qwen2.5_7b", "--gpus", "80GiB", cache_dir=tmp_path)
     assert done.returncode == 0 and done.stderr == ""
     assert "fits         yes" in done.stdout
 
 
+@pytest.mark.process
 def test_cli_refuses_a_bad_gpu_list(tmp_path):
     done, _ = _cli("reader=qwen2.5_7b", "--gpus", "24", cache_dir=tmp_path)
     assert done.returncode == 1 and "cannot read GPU list '24'" in done.stderr
@@ -338,6 +341,7 @@ def test_ladder_lists_every_gpu_reader():
     assert not any("gguf" in name or "coder" in name for name in names)
 
 
+@pytest.mark.process
 def test_cli_ladder_prints_a_markdown_table(tmp_path):
     done, _ = _cli("--ladder", "--gpus", "24GiB,2x80GiB", cache_dir=tmp_path)
     assert done.returncode == 0, done.stderr

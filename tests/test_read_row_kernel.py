@@ -34,6 +34,7 @@ def interpreted(script: str) -> str:
     return done.stdout
 
 
+@pytest.mark.process
 def test_each_row_attends_over_its_own_keys_and_its_output_ignores_the_company():
     out = interpreted(
         """
@@ -71,6 +72,7 @@ def test_each_row_attends_over_its_own_keys_and_its_output_ignores_the_company()
     assert same == "True"
 
 
+@pytest.mark.process
 def test_row_decoding_through_the_kernel_gives_the_library_path_s_answers_in_any_company():
     out = interpreted(
         """

@@ -438,6 +438,7 @@ def test_llama_cpp_server_behind_429_and_503_is_retried(llama_server, sequential
     assert elapsed >= 1.0  # the second 429's Retry-After: 1 was waited out
 
 
+@pytest.mark.process
 def test_llama_server_rejects_a_missing_gguf(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "harness.backends.llama_server", "--model", str(tmp_path / "no.gguf")],

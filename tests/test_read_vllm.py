@@ -35,6 +35,9 @@ from tests.conftest import REPO
 from tests.helpers.frozen_code import freeze, popen
 from tests.helpers.hotpot import hotpot_prompts
 
+# Every test here may ask vLLM's venv for its build (a subprocess, once per test process): none is in the quick loop.
+pytestmark = pytest.mark.process
+
 MODELS = REPO / ".cache" / "models"
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct"
 

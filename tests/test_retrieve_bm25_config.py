@@ -107,6 +107,7 @@ def test_an_empty_corpus_is_refused_whatever_the_setting(tmp_path):
     assert problems(compose_cfg(["dataset=hotpotqa_fullwiki", f"dataset.path={path}"])) == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "args,needle",
     [

@@ -100,6 +100,7 @@ def leaks(run_dir: Path, proc: subprocess.CompletedProcess) -> list[str]:
     return found
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "how",
     ["userinfo override", "query parameter in HARNESS_CACHE_URL"],
@@ -132,6 +133,7 @@ def server_url() -> Iterator[str]:
         shutil.rmtree(parent, ignore_errors=True)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("form", ["userinfo", "query parameter"])
 def test_a_run_on_a_database_given_a_password_keeps_it_out_of_every_file(tmp_path, server_url, form):
     from tests.helpers.postgres import new_database
@@ -152,6 +154,7 @@ def test_a_run_on_a_database_given_a_password_keeps_it_out_of_every_file(tmp_pat
     assert leaks(run_dir, proc) == []
 
 
+@pytest.mark.process
 def test_a_sweep_shows_no_password_in_its_lines_or_files(tmp_path):
     """Hydra's launcher lines ("#0 : cache.url=postgresql\\://u\\:...") and multirun.yaml, the job's
     .hydra files, cli.log and error.txt."""

@@ -28,6 +28,7 @@ JOBS = [
 ]
 
 
+@pytest.mark.process
 def test_kept_config_files_compose_what_hydra_composes_afresh():
     script = textwrap.dedent(
         f"""

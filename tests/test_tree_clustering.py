@@ -158,6 +158,7 @@ def test_umap_reducer_when_installed():
     assert fit.means_init.shape == (3, 10)
 
 
+@pytest.mark.process
 def test_trees_reduce_with_umap_by_default_and_the_same_seed_gives_the_same_clusters_in_another_process():
     import subprocess
     import sys

@@ -43,8 +43,9 @@ class FileServer:
                 relative = unquote(urlsplit(self.path).path).lstrip("/")
                 file = (server.root / relative).resolve()
                 if server.root.resolve() not in file.parents or not file.is_file():
-                    self.send_error(404)
+                    # Logged before the reply goes out: the client may check the log as soon as it has the reply.
                     server.log.append(Served(relative, self.headers.get("Range"), 404, 0))
+                    self.send_error(404)
                     return
                 data = file.read_bytes()
                 start, status = 0, 200
@@ -52,11 +53,11 @@ class FileServer:
                 if match:
                     start = int(match.group(1))
                     if start >= len(data):
+                        server.log.append(Served(relative, self.headers.get("Range"), 416, 0))
                         self.send_response(416)
                         self.send_header("Content-Range", f"bytes */{len(data)}")
                         self.send_header("Content-Length", "0")
                         self.end_headers()
-                        server.log.append(Served(relative, self.headers.get("Range"), 416, 0))
                         return
                     status = 206
                 body = data[start:]
@@ -66,12 +67,12 @@ class FileServer:
                 if status == 206:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.end_headers()
-                if server.cut_after is not None:
+                if server.cut_after is not None:  # the connection drops after these bytes
                     body, server.cut_after = body[: server.cut_after], None
                     self.close_connection = True
+                server.log.append(Served(relative, self.headers.get("Range"), status, len(body)))
                 self.wfile.write(body)
                 self.wfile.flush()
-                server.log.append(Served(relative, self.headers.get("Range"), status, len(body)))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
