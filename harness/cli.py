@@ -160,7 +160,7 @@ def hydra_main(cfg: DictConfig) -> None:
         validate(cfg)  # before the pipeline's imports (pandas, scipy, torch: seconds) and any model load
         from harness.run.job import run
 
-        run(cfg, output_dir, choices=choices)
+        run(cfg, output_dir, choices=choices, validated=True)
     except ConfigError as error:
         if multirun:
             (output_dir / ERROR_FILE).write_text(f"invalid config:\n{error}\n")

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
 from harness.read.answers import extract_answer
 from harness.run.pipeline import Pipeline
-from tests.conftest import REPO, SHARED_DATA, compose_cfg, with_tiny_reader
+from tests.conftest import CONF, REPO, SHARED_DATA, compose_cfg, with_tiny_reader
 
 HOTPOT = SHARED_DATA / "hotpotqa" / "hotpot_dev_distractor_v1_100.json"
 ROW_COLUMNS = [
@@ -213,3 +214,18 @@ def test_a_packer_failing_on_one_question_names_it(tmp_path, monkeypatch):
         pipeline.prepare(examples)
     note = f"packing question {examples[2].question_id!r} with {pipeline.packer.name!r} at B = 96"
     assert raised.value.__notes__ == [note]
+
+
+@pytest.mark.parametrize("reader", sorted(p.stem for p in (CONF / "reader").glob("*.yaml")))
+def test_no_reader_config_makes_the_seed_part_of_a_packing_key(reader):
+    """Seeds with equal pools pack once whatever the reader: no setting that follows the seed (llama.cpp's
+    sampling seed, nested in the machine-chosen reader's branches too) reaches the prompt settings the selection
+    and packing keys hold. The default reader once packed every seed again this way."""
+    from harness.run.keys import prompt_settings
+
+    settings = [
+        prompt_settings(OmegaConf.to_container(compose_cfg([f"reader={reader}", f"seed={seed}"]).reader, resolve=True))
+        for seed in (42, 13)
+    ]
+    assert settings[0] == settings[1]
+    assert "seed" not in str(settings[0]), settings[0]

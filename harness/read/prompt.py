@@ -20,6 +20,7 @@ GENERATION_ONLY_KEYS = frozenset(
         "torch_threads",
         "llama_cpp",
         "vllm",
+        "seed",  # a sampling seed (an API reader's, llama.cpp's): never part of a prompt
     }
 )
 

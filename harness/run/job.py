@@ -33,11 +33,14 @@ def finished_summary(output_dir: Path, key: str) -> dict | None:
     return summary if summary.get("run_key") == key and (output_dir / "rows.parquet").exists() else None
 
 
-def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None = None) -> pd.DataFrame:
+def run(
+    cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None = None, *, validated: bool = False
+) -> pd.DataFrame:
     """Run one configuration end to end and write rows, summary and config into ``output_dir``.
 
     Rows are journaled as each reading chunk finishes; a killed run started again in the same directory
-    reads only what is missing. A finished run is not recomputed unless ``cache.force=true``.
+    reads only what is missing. A finished run is not recomputed unless ``cache.force=true``. ``validated``: the
+    caller has checked ``cfg`` already (the command line does, before the pipeline's imports).
     """
     from harness.core.checkout import describe_code
     from harness.run.config_check import validate
@@ -47,7 +50,8 @@ def run(cfg: DictConfig, output_dir: str | Path, choices: dict[str, str] | None 
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
     started = time.perf_counter()
-    validate(cfg)  # before any model loads
+    if not validated:
+        validate(cfg)  # before any model loads
     print(describe_code(), flush=True)  # which checkout's code this is: one venv may serve several
     flags = RunFlags.of(cfg)
     cache_cfg = cfg.get("cache", {})

@@ -15,8 +15,14 @@ from harness.read.prompt import GENERATION_ONLY_KEYS
 
 
 def prompt_settings(reader: dict[str, Any] | None) -> dict[str, Any]:
-    """The reader's settings bar the generation-only ones: what renders and counts its prompts."""
-    return {k: v for k, v in (reader or {}).items() if k not in GENERATION_ONLY_KEYS}
+    """The reader's settings bar the generation-only ones, at every depth: what renders and counts its prompts.
+    A machine-chosen reader nests each backend's settings (``with_bf16``, ``without_bf16``), and a generation
+    setting there (llama.cpp's ``seed: ${seed}``) must not make seeds with equal pools pack again."""
+    return {
+        k: prompt_settings(v) if isinstance(v, dict) else v
+        for k, v in (reader or {}).items()
+        if k not in GENERATION_ONLY_KEYS
+    }
 
 
 def selection_key(resolved: dict[str, Any], pools_id: str, tree: Any, packer: Any, seed: int) -> str:
