@@ -120,7 +120,13 @@ def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Rep
 CLASS_ORDER = ("extractive", "abstractive", "yes_no", "unanswerable", "unannotated")
 UNANNOTATED = "unannotated"
 # The LM behind a tree, from the rows' config columns (the first one a run has).
-LM_COLUMNS = ("cfg.tree.lm.name", "cfg.tree.lm.pretrained", "cfg.tree.lm.offline_model", "cfg.tree.lm._target_")
+# The LM that classified: the tree's own unless the tree names a classifier LM (a GGUF tree LM cannot score a
+# reply, so its likelihood classifier is another build of the same weights).
+LM_COLUMNS = tuple(
+    f"cfg.tree.{lm}.{key}"
+    for lm in ("classifier_lm", "lm")
+    for key in ("name", "pretrained", "offline_model", "_target_")
+)
 AGREEMENT_KEYS = ("dataset", "tree", "classifier", "lm")
 
 
