@@ -144,6 +144,22 @@ def test_trees_section_totals_fresh_builds_only(tmp_path):
     assert "| qasper | raptor | 3 | 2 | 2 | 20 | 200.0 | 100.0 | 20 | 2000 |" in table
 
 
+def test_a_dtcrs_that_built_no_tree_is_not_counted_as_a_saving(tmp_path):
+    """A classifier that sends every question to the dense pool "saves" all of RAPTOR's cost; the verdict says
+    there was no tree to compare instead of reproducing the paper's saving."""
+    frame = {"question_id": ["q1", "q2", "q3"], "dataset": "qasper", "seed": 42, "tree.cached": False}
+    raptor = pd.DataFrame({**frame, "tree": "raptor", "tree.build_seconds": [90.0, 100.0, 110.0],
+                           "tree.summary_nodes": [10, 12, 14]})  # fmt: skip
+    dtcrs = pd.DataFrame({**frame, "tree": "dtcrs", "tree.build_seconds": [0.5, 0.6, 0.7],
+                          "tree.summary_nodes": [0, 0, 0]})  # fmt: skip
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, [raptor, dtcrs])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    line = next(x for x in text.splitlines() if x.startswith("| seed 002: DTCRS (lm classifier) below RAPTOR on build"))
+    assert "| no DTCRS tree to compare (its classifier sent every question to the dense pool) |" in line
+    assert "-99% (no tree built)" in line and "reproduced" not in line
+
+
 def classifier_study_rows(shift: float = 0.0) -> list[pd.DataFrame]:
     """A trees study with both DTCRS classifiers and a classification-only run, by hand:
 

@@ -317,7 +317,11 @@ def _tree_verdicts(
         a, b = dtcrs[column].to_numpy(float), raptor[column].to_numpy(float)
         change = a.sum() / b.sum() - 1 if b.sum() else math.nan
         builds = f"{len(a)} DTCRS and {len(b)} RAPTOR build{'' if len(b) == 1 else 's'}"
-        if min(len(a), len(b)) < MIN_BUILDS:
+        if not with_trees:
+            # A DTCRS that built no tree "saves" everything: a comparison of tree construction needs a tree.
+            outcome = "no DTCRS tree to compare (its classifier sent every question to the dense pool)"
+            figure, power = f"{change:+.0%} (no tree built)", builds
+        elif min(len(a), len(b)) < MIN_BUILDS:
             # Resampling one build gives it back every time: a zero-width interval and an MDE of 0%, which
             # would read as certainty. Below two builds a side there is no spread to measure.
             outcome = f"too few runs ({builds}; {MIN_BUILDS} per tree at least)"
