@@ -86,13 +86,15 @@ def run(
     if done:
         log.info("resuming: %d of %d questions already have rows", len(done), len(prepared))
     todo = [p for p in prepared if p.pool.example.question_id not in done]
-    config = config_columns(pipeline.resolved)
+    # The cfg.* columns (most of a row) are the same in every row of the job and come last in each: their JSON
+    # round trip is done once, and each row's own columns are normalised before they are joined.
+    config = normalise_row(config_columns(pipeline.resolved))
     chunk = flags.read_chunk
     for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):
         items = todo[start : start + chunk]
         responses = pipeline.read(items) if flags.read else [{"answer": None, "raw": None}] * len(items)
         fresh = [
-            normalise_row(rows_of.row(item, r["answer"], r["raw"], choices, config))
+            {**normalise_row(rows_of.row(item, r["answer"], r["raw"], choices, {})), **config}
             for item, r in zip(items, responses, strict=False)
         ]
         journal.append(fresh)
