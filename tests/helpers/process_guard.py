@@ -10,9 +10,11 @@ process starts once per test process, in whichever test logs first), are marked 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.process
 import os
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,18 +23,20 @@ MARKS = ("process", "slow")
 FIXTURES = {"postgres_url", "chromium", "chromium_session"}  # each starts a server the first time it is used
 FREE_COMMANDS = {"git"}
 
-_unmarked: list[str] = []  # the id of the running test when it carries neither mark
+_unmarked: str | None = None  # the id of the running test when it carries neither mark
 
 
-def _command_name(args: Any) -> str:
-    first = args.split()[0] if isinstance(args, str) and args.split() else (list(args)[0] if args else "")
-    return os.path.basename(os.fspath(first))
+def _command(args: Any) -> list[str]:
+    """Popen's ``args`` as words: a command string (or path), or a sequence of arguments."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return os.fsdecode(args).split()
+    return [os.fsdecode(arg) for arg in args]
 
 
 def _check(what: str) -> None:
-    if _unmarked:
+    if _unmarked is not None:
         raise RuntimeError(
-            f"{_unmarked[0]} starts a process ({what}) but is not marked @pytest.mark.process: "
+            f"{_unmarked} starts a process ({what}) but is not marked @pytest.mark.process: "
             "mark it so that `make test-quick` leaves it out (tests/helpers/process_guard.py)"
         )
 
@@ -42,8 +46,9 @@ _process_start = multiprocessing.process.BaseProcess.start
 
 
 def _guarded_popen_init(self, args, *rest, **options):
-    if _command_name(args) not in FREE_COMMANDS:
-        _check(" ".join(map(str, [args] if isinstance(args, str) else list(args)[:3])))
+    command = _command(args)
+    if not command or os.path.basename(command[0]) not in FREE_COMMANDS:
+        _check(" ".join(command[:3]))
     _popen_init(self, args, *rest, **options)
 
 
@@ -64,15 +69,12 @@ def mark_fixture_processes(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.process)
 
 
-def watching(item: pytest.Item):
-    """A context for one phase of ``item``: processes it starts are checked against its marks."""
-
-    class _Watch:
-        def __enter__(self) -> None:
-            if not any(item.get_closest_marker(mark) for mark in MARKS):
-                _unmarked.append(item.nodeid)
-
-        def __exit__(self, *exc: object) -> None:
-            _unmarked.clear()
-
-    return _Watch()
+@contextlib.contextmanager
+def watching(item: pytest.Item) -> Iterator[None]:
+    """One phase of ``item``: processes it starts are checked against its marks."""
+    global _unmarked
+    _unmarked = None if any(item.get_closest_marker(mark) for mark in MARKS) else item.nodeid
+    try:
+        yield
+    finally:
+        _unmarked = None
