@@ -50,9 +50,10 @@ def test_vllm_answers_never_depend_on_the_prompts_read_with_them(engine, tmp_pat
         reader._module = engine.module
         return reader
 
-    requests = hotpot_prompts(12)
+    # Eight prompts, read 32 times in all: the engine reads one sequence at a time on a CPU (a second each).
+    requests = hotpot_prompts(8)
     reads = read_in_every_company(sharing_the_engine, requests, tmp_path)
     together = reads.pop("together")
-    assert len(set(together)) > 6  # real, different answers
+    assert len(set(together)) > 4  # real, different answers
     for company, raws in reads.items():
         assert raws == together, company

@@ -15,7 +15,7 @@ import pytest
 from harness.core import signals
 from tests.helpers.frozen_code import freeze, popen
 
-RUN = ["dataset=demo", "reader.batch_size=1", "read_chunk=2", "logger=none"]
+RUN = ["dataset=demo", "reader.batch_size=2", "read_chunk=2", "logger=none"]  # a chunk is one batch of two rows
 
 
 @pytest.fixture
@@ -175,26 +175,27 @@ def test_sigint_stops_the_whole_sweep(tmp_path, code):
 
 @pytest.mark.slow
 def test_sigterm_mid_llama_cpp_batch_exits_within_five_seconds(tmp_path, code):
-    """A llama.cpp batch is one native call (six 0.5B answers: ~15-30 s here); the stop leaves it behind."""
+    """A llama.cpp batch is one native call (four 0.5B answers: ~10-20 s here); the stop leaves it behind."""
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
     journal = run_dir / "rows.journal.jsonl"
-    args = ["dataset=demo", "reader=qwen2.5_coder_0.5b_gguf", "reader.batch_size=6", "read_chunk=6", "logger=none"]
+    args = ["dataset=demo", "dataset.sample_size=8", "reader=qwen2.5_coder_0.5b_gguf", "reader.batch_size=4"]
+    args += ["read_chunk=4", "logger=none"]
     proc = popen(code, [*args, f"hydra.run.dir={run_dir}"], cache)
-    wait_for_rows(proc, lambda: [journal], at_least=6)  # the first batch is read; the second is in flight
+    wait_for_rows(proc, lambda: [journal], at_least=4)  # the first batch is read; the second is in flight
     time.sleep(1.0)
     seconds, out = stop(proc, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
     assert seconds <= 5, f"took {seconds:.1f} s to stop"
     # The signal landed mid-batch: the run had not finished, and the abandoned batch left no rows.
-    assert journal_lines(journal) == 6 and not (run_dir / "summary.json").exists(), out[-3000:]
+    assert journal_lines(journal) == 4 and not (run_dir / "summary.json").exists(), out[-3000:]
 
     resumed = popen(code, [*args, f"hydra.run.dir={run_dir}"], cache)
     out, _ = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, out[-3000:]
     ids = [json.loads(line)["question_id"] for line in journal.read_text().splitlines()]
-    assert len(ids) == 12 and len(set(ids)) == 12, "a row was lost or written twice"
+    assert len(ids) == 8 and len(set(ids)) == 8, "a row was lost or written twice"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["counters"]["reader_prompts_generated"] == 6  # only the questions without a row
+    assert summary["counters"]["reader_prompts_generated"] == 4  # only the questions without a row
 
 
 @pytest.mark.slow
