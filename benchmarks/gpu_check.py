@@ -17,6 +17,9 @@ Sections, most important first, each in its own process under its own time limit
 - ``bf16``: Qwen2.5-7B in bf16, row decoding: prompts/s and the share of the work's bound, the library's batched
   ``generate`` and the per-row attention calls beside it, answers in three companies and read twice, and
   whether hub kernels were used;
+- ``profile``: torch.profiler over the same read path on ``--profile-prompts`` prompts: top operations by host
+  and device time, kernel launches and host-device synchronisations per forward, prefills and decoding steps
+  counted apart, host time outside any forward; the tables in ``OUT/profile_bf16.txt``;
 - ``nf4``: the same weights loaded as NF4 offline (bitsandbytes), answers in three companies;
 - ``memory``: the plan's per-GPU figure against the device's use after a 16 x 2048-token prefill;
 - ``plan``: the config check's verdicts on the ladder for the visible card.
@@ -43,7 +46,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds each section may take: together under the 10 minutes a lent node's command may run.
-SECTIONS = {"probe": 30, "arithmetic": 40, "bf16": 200, "nf4": 100, "memory": 60, "plan": 40}
+SECTIONS = {"probe": 30, "arithmetic": 40, "bf16": 200, "profile": 90, "nf4": 100, "memory": 60, "plan": 40}
 CONFIGS = ROOT / "harness/plan/model_configs"
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 TINY = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4,
@@ -275,6 +278,86 @@ def section_bf16(args, out: Path) -> None:
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
 
 
+# Runtime calls that launch a kernel, and those that make the host wait for the device (a .tolist() of
+# logits is a copy to the host and a stream synchronisation).
+LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"}
+SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
+
+
+class ForwardClock:
+    """Counts the model's forwards, prefills (more than one token per row) apart from decoding steps, and the
+    host seconds spent inside them: what the read spends outside any forward is the rest."""
+
+    def __init__(self, model) -> None:
+        self.prefills = self.steps = 0
+        self.inside = 0.0
+        self._began = 0.0
+        self._hooks = [
+            model.register_forward_pre_hook(self._enter, with_kwargs=True),
+            model.register_forward_hook(self._leave),
+        ]
+
+    def _enter(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None and ids.shape[-1] > 1:
+            self.prefills += 1
+        else:
+            self.steps += 1
+        self._began = time.perf_counter()
+
+    def _leave(self, module, args, output) -> None:
+        self.inside += time.perf_counter() - self._began
+
+    def remove(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+
+def section_profile(args, out: Path) -> None:
+    """torch.profiler over the reader's own read path (Lightning, thread limit and bookkeeping included) for
+    ``--profile-prompts`` prompts: the top operations by host and by device time, kernel launches and
+    host-device synchronisations per decoding step and per prefill, and the host time outside any forward.
+    The tables go to ``OUT/profile_bf16.txt``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    requests = prompts(args)[: args.profile_prompts]
+    rows = reader(args, model_folder(args), args.rows)
+    timed_read(rows, requests[:4])  # loads the weights and compiles the attention kernel, outside the profile
+    model = rows.module.generator
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    clock = ForwardClock(model)
+    try:
+        with profile(activities=activities) as prof:
+            _, seconds = timed_read(rows, requests)
+    finally:
+        clock.remove()
+    names = [event.name for event in prof.events()]
+    launches = sum(name in LAUNCHES for name in names)
+    syncs = sum(name in SYNCS for name in names)
+    forwards = clock.prefills + clock.steps
+    averages = prof.key_averages()
+    by_host = averages.table(sort_by="self_cpu_time_total", row_limit=25)
+    by_device = averages.table(sort_by="self_device_time_total", row_limit=25) if cuda else "(no CUDA device)"
+    (out / "profile_bf16.txt").write_text(
+        f"{len(requests)} prompts, rows={args.rows}, {seconds:.2f} s under the profiler\n\n"
+        f"by host time\n{by_host}\n\nby device time\n{by_device}\n"
+    )
+
+    def top(key: str) -> list[dict[str, Any]]:
+        ranked = sorted(averages, key=lambda a: getattr(a, key), reverse=True)[:10]
+        return [{"op": a.key, "ms": round(getattr(a, key) / 1e3, 2), "calls": a.count} for a in ranked]
+
+    emit(out, "profile", reader=f"rows={args.rows}", prompts=len(requests), seconds=round(seconds, 2),
+         prefills=clock.prefills, decoding_steps=clock.steps, forward_host_s=round(clock.inside, 3),
+         outside_forward_s=round(seconds - clock.inside, 3), kernel_launches=launches, host_syncs=syncs,
+         launches_per_forward=round(launches / max(forwards, 1), 1),
+         syncs_per_forward=round(syncs / max(forwards, 1), 2),
+         top_host=top("self_cpu_time_total"), top_device=top("self_device_time_total") if cuda else [],
+         table="profile_bf16.txt")  # fmt: skip
+
+
 def section_nf4(args, out: Path) -> None:
     folder = model_folder(args)
     requests = prompts(args)
@@ -373,6 +456,7 @@ def main() -> None:
     parser.add_argument("--prefill-tokens", type=int, help="the reader's packed prefill (unset: its default)")
     parser.add_argument("--baseline-prompts", type=int, default=32)
     parser.add_argument("--nf4-prompts", type=int, default=32)
+    parser.add_argument("--profile-prompts", type=int, default=32)
     args = parser.parse_args()
     if args.bundle:
         args.tokenizer = args.tokenizer or args.bundle / "tokenizer"

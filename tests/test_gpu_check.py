@@ -48,9 +48,9 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
     done = subprocess.run(
         [sys.executable, "benchmarks/gpu_check.py", "--tiny", "--out", str(out), "--prompts", str(prompts),
          "--tokenizer", str(REPO / ".cache/models/Qwen2.5-Coder-0.5B-Instruct"), "--rows", "4",
-         "--prefill-tokens", "2048", "--baseline-prompts", "4", "--nf4-prompts", "4",
-         "--sections", "probe,arithmetic,bf16,memory", "--workdir", str(tmp_path / "work")],
-        cwd=REPO, capture_output=True, text=True, timeout=85,
+         "--prefill-tokens", "2048", "--baseline-prompts", "4", "--nf4-prompts", "4", "--profile-prompts", "6",
+         "--sections", "probe,arithmetic,bf16,profile,memory", "--workdir", str(tmp_path / "work")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "gpu_check.jsonl").read_text().splitlines()]
@@ -66,6 +66,13 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
                           "alone_11": "1/1", "repeat": "12/12"}  # fmt: skip
     baselines = {r["reader"] for r in rows if "reader" in r and r.get("prompts") == 4}
     assert {"rows=4, its module called directly", "generate batch=16 (left padding)"} <= baselines
+    # The profile counts the read's forwards: the 6 prompts' first tokens come from prefills (packed, at least
+    # one), each later token from a decoding step of up to 4 rows; a CPU launches no CUDA kernel.
+    (profile,) = [r for r in rows if r["section"] == "profile"]
+    assert profile["prompts"] == 6 and profile["prefills"] >= 1 and profile["decoding_steps"] >= 23 // 4
+    assert profile["kernel_launches"] == 0 and profile["host_syncs"] == 0
+    assert 0 < profile["forward_host_s"] < profile["seconds"] and profile["top_host"][0]["calls"] > 0
+    assert "by host time" in (out / profile["table"]).read_text()
     memory = next(r for r in rows if r["section"] == "memory")
     assert memory["covered"] is True
     matmuls = [r for r in rows if "matmul" in r]
