@@ -408,6 +408,21 @@ def test_the_llmlingua_row_comes_from_its_own_study_and_names_its_compressor(tmp
     assert row[2].startswith("20 rows") and row[-3] == "20"  # its selection columns from its own rows, all read
 
 
+def test_a_study_begun_without_a_finished_job_hides_no_other_study(tmp_path):
+    studies = tmp_path / "studies"
+    packings = [packing_rows(20, p, b, 42, "none") for p in ("packed", "submod") for b in (96, 160)]
+    write_sweep(studies / PACKING.directory, packings)
+    unfinished = studies / READER_BUDGETS.directory / "0"
+    unfinished.mkdir(parents=True)
+    (unfinished / "rows.journal.jsonl").write_text("")  # killed before its first job finished
+    write_sweep(studies / LLMLINGUA.directory, [packing_rows(20, "llmlingua", b, 42, "tiny-135m") for b in (96, 160)])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    for budget in (96, 160):
+        row = next(x for x in text.splitlines() if x.startswith(f"| {budget} | LLMLingua |")).split(" | ")
+        assert row[-3] == "20"  # read on its 20 questions
+    assert not any(x.startswith("| 160 | submodular |") and x.split(" | ")[-3] != "0" for x in text.splitlines())
+
+
 def test_packing_table_reads_f1_and_em_beside_the_selection_columns_naming_the_numerics(tmp_path):
     studies = tmp_path / "studies"
     selection = [packing_rows(20, p, b, 42, "none") for p in ("packed", "submod") for b in (96, 160)]

@@ -23,7 +23,7 @@ from harness.metrics.registry import (
     GOLD_DOC_COVERAGE,
 )
 from harness.report.formatting import fmt_ci, to_markdown
-from harness.report.load import load_runs
+from harness.report.load import discover_runs, load_runs
 from harness.report.numerics import READER, numerics_note, numerics_of, numerics_splits
 from harness.stats.analyses import matched_pairs
 from harness.stats.bootstrap import clustered_mean_ci
@@ -135,12 +135,22 @@ class Settings:
 
     def load(self, *studies: Study) -> pd.DataFrame | None:
         """The rows of those of the studies that have been run (None when none has)."""
-        paths = [s.path(self.studies) for s in studies if s.path(self.studies).is_dir()]
+        paths = []
+        for study in studies:
+            path = study.path(self.studies)
+            if not path.is_dir():
+                continue
+            try:  # a study begun but without a finished job yet counts as not run, and hides no other study
+                discover_runs([path])
+            except FileNotFoundError as error:
+                log.warning("%s: %s", path, error)
+                continue
+            paths.append(path)
         if not paths:
             return None
         try:
             rows, _ = load_runs(paths)
-        except (FileNotFoundError, ValueError) as error:
+        except ValueError as error:  # every run there holds no rows
             log.warning("%s: %s", ", ".join(map(str, paths)), error)
             return None
         note = numerics_note(numerics_splits(rows))
