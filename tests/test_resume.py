@@ -14,16 +14,7 @@ import pytest
 
 from tests.conftest import REPO, TINY_READER
 
-# The smoke sweep at one seed: two jobs (budgets 64 and 96) of three questions.
-SWEEP = [
-    "-m",
-    "+sweeps=smoke",
-    "seed=42",
-    "hydra/launcher=local_parallel",
-    TINY_READER,
-    "reader.batch_size=1",
-    "read_chunk=1",
-]
+SWEEP = ["-m", "+sweeps=smoke", "hydra/launcher=local_parallel", TINY_READER, "reader.batch_size=1", "read_chunk=1"]
 
 
 def launch(sweep_dir: Path, cache_dir: Path) -> subprocess.Popen:
@@ -63,13 +54,13 @@ def test_killed_sweep_resumes_to_identical_rows(tmp_path):
     proc = launch(killed_dir, tmp_path / "cache_killed")
     try:
         deadline = time.time() + 600
-        while journaled_rows(killed_dir) < 2:  # some rows written, the sweep far from done (6 rows in all)
+        while journaled_rows(killed_dir) < 2:  # some rows written, the sweep far from done (12 rows in all)
             assert proc.poll() is None, proc.stdout.read()[-3000:]
             assert time.time() < deadline, "sweep produced no rows in time"
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert not all((killed_dir / str(j) / "summary.json").exists() for j in range(2)), "killed too late"
+        assert not all((killed_dir / str(j) / "summary.json").exists() for j in range(4)), "killed too late"
 
         resumed = launch(killed_dir, tmp_path / "cache_killed")
         out, _ = resumed.communicate(timeout=900)
@@ -82,7 +73,7 @@ def test_killed_sweep_resumes_to_identical_rows(tmp_path):
             os.killpg(clean.pid, signal.SIGKILL)
 
     killed, uninterrupted = sweep_rows(killed_dir), sweep_rows(clean_dir)
-    assert sorted(killed) == sorted(uninterrupted) == ["0", "1"]
+    assert sorted(killed) == sorted(uninterrupted) == ["0", "1", "2", "3"]
     for job in killed:
         assert len(killed[job]) == 3 and killed[job]["question_id"].is_unique
         pd.testing.assert_frame_equal(killed[job], uninterrupted[job])
