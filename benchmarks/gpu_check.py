@@ -316,7 +316,8 @@ class ForwardClock:
 def section_profile(args, out: Path) -> None:
     """torch.profiler over the reader's own read path (Lightning, thread limit and bookkeeping included) for
     ``--profile-prompts`` prompts: the top operations by host and by device time, kernel launches and
-    host-device synchronisations per decoding step and per prefill, and the host time outside any forward.
+    host-device synchronisations per forward (prefills and decoding steps counted apart), and the host time
+    outside any forward.
     The tables go to ``OUT/profile_bf16.txt``."""
     import torch
     from torch.profiler import ProfilerActivity, profile
