@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from harness.core.types import Candidate, Document, Example, Pool
+from tests.helpers import cores
 
 
 def pytest_configure(config) -> None:
@@ -23,6 +24,7 @@ def pytest_configure(config) -> None:
     if not worker.startswith("gw") or not count.isdigit() or not hasattr(os, "sched_setaffinity"):
         return
     cpus = sorted(os.sched_getaffinity(0))
+    cores.SUITE_CPUS = set(cpus)  # for the tests whose processes must run side by side (tests/helpers/cores.py)
     index, workers = int(worker[2:]), int(count)
     if len(cpus) >= workers > 1:
         os.sched_setaffinity(0, cpus[index::workers])

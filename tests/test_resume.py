@@ -13,21 +13,31 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO, TINY_READER
+from tests.helpers.cores import every_core
 
-SWEEP = ["-m", "+sweeps=smoke", "hydra/launcher=local_parallel", TINY_READER, "reader.batch_size=1", "read_chunk=1"]
+# Four jobs one after another in one process (the basic launcher), one row journaled at a time. Answers of eight
+# tokens at most: the kill must land mid-read, not the read last long. One torch thread: the two sweeps share the
+# cores (threads sized to all of them would contend). Each process is most of the test's time
+# (imports, encoder, reader), so the sweep runs in one rather than in a parallel launcher's two workers.
+SWEEP = [
+    "-m", "+sweeps=smoke", TINY_READER, "reader.batch_size=1", "reader.max_new_tokens=8", "reader.torch_threads=1",
+    "read_chunk=1",
+]  # fmt: skip
 
 
 def launch(sweep_dir: Path, cache_dir: Path) -> subprocess.Popen:
+    """The sweep in the background, on every core: the test's two sweeps run side by side."""
     env = {**os.environ, "HARNESS_CACHE_DIR": str(cache_dir), "WANDB_MODE": "disabled"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    with every_core():
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
 
 
 def journaled_rows(sweep_dir: Path) -> int:
