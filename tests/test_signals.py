@@ -15,7 +15,9 @@ import pytest
 from harness.core import signals
 from tests.helpers.frozen_code import freeze, popen
 
-RUN = ["dataset=demo", "reader.batch_size=2", "read_chunk=2", "logger=none"]  # a chunk is one batch of two rows
+# A chunk is one batch of two rows; answers of eight tokens at most, since the read is what the stop interrupts,
+# not what is checked.
+RUN = ["dataset=demo", "reader.batch_size=2", "reader.max_new_tokens=8", "read_chunk=2", "logger=none"]
 
 
 @pytest.fixture
