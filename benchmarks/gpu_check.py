@@ -98,6 +98,7 @@ def prompts(args) -> list:
 
 def reader(args, folder: Path, batch_size: int, **settings: Any):
     from harness.read.hf import TransformersReader
+    from harness.read.row_decoding import CUDA_SYNC_EVERY
 
     trainer = {"accelerator": "cpu" if args.tiny else "gpu", "devices": 1}
     made = TransformersReader(
@@ -109,6 +110,8 @@ def reader(args, folder: Path, batch_size: int, **settings: Any):
         cache_dir=None,  # every read generates afresh
         show_progress=False,
         trainer=trainer,
+        # On the CPU too the steps are read in runs, as on the node, so that the dry run covers that path.
+        sync_every=settings.pop("sync_every", args.sync_every or CUDA_SYNC_EVERY),
         **{**({"prefill_tokens": args.prefill_tokens} if args.prefill_tokens is not None else {}), **settings},
     )
     made.args = args
@@ -134,6 +137,7 @@ def sharing(model, weights, decode_width: int | None, **settings: Any):
         max_new_tokens=NEW_TOKENS,
         decode_width=decode_width,
         prefill_tokens=other.prefill_tokens if decode_width else 0,
+        sync_every=other.sync_every,
     )
     return other
 
@@ -258,6 +262,7 @@ def section_bf16(args, out: Path) -> None:
     emit(out, "bf16", invariance=companies(rows, requests, reference))
     subset = requests[: args.baseline_prompts // 2] + requests[half : half + args.baseline_prompts // 2]
     baselines = (
+        (f"rows={args.rows}, the host reading the tokens every decoding step", args.rows, {"sync_every": 1}, "1"),
         (f"rows={args.rows}, each prompt prefilled alone", args.rows, {"prefill_tokens": 0}, "1"),
         ("rows=16, each prompt alone, one attention call per row and layer", 16, {"prefill_tokens": 0}, "0"),
         ("generate batch=16 (left padding)", None, {"decoding": "generate"}, "1"),
@@ -268,11 +273,14 @@ def section_bf16(args, out: Path) -> None:
     direct = direct_decoding(rows, subset)
     emit(out, "bf16", reader=f"rows={args.rows}, its module called directly", prompts=len(subset),
          seconds=round(direct, 2), prompts_per_s=round(len(subset) / direct, 2))  # fmt: skip
+    expected = [reference[requests.index(r)] for r in subset]
     for label, width, settings, kernel in baselines:
         os.environ["HARNESS_ROW_KERNEL"] = kernel
-        _, spent = timed_read(sharing(rows, model, width, **settings), subset)
+        raw, spent = timed_read(sharing(rows, model, width, **settings), subset)
+        # Reading the tokens every step changes when rows refill, never an answer: all must equal the reference.
+        same = {"same_answers": f"{sum(a == b for a, b in zip(raw, expected, strict=True))}/{len(subset)}"}
         emit(out, "bf16", reader=label, prompts=len(subset), seconds=round(spent, 2),
-             prompts_per_s=round(len(subset) / spent, 2))  # fmt: skip
+             prompts_per_s=round(len(subset) / spent, 2), **(same if "sync_every" in settings else {}))  # fmt: skip
     os.environ.pop("HARNESS_ROW_KERNEL", None)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
@@ -455,6 +463,7 @@ def main() -> None:
     parser.add_argument("--section", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=128, help="decoding rows (reader.batch_size)")
     parser.add_argument("--prefill-tokens", type=int, help="the reader's packed prefill (unset: its default)")
+    parser.add_argument("--sync-every", type=int, help="decoding steps per read by the host (unset: 8, as on CUDA)")
     parser.add_argument("--baseline-prompts", type=int, default=32)
     parser.add_argument("--nf4-prompts", type=int, default=32)
     parser.add_argument("--profile-prompts", type=int, default=32)

@@ -66,6 +66,9 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
                           "alone_11": "1/1", "repeat": "12/12"}  # fmt: skip
     baselines = {r["reader"] for r in rows if "reader" in r and r.get("prompts") == 4}
     assert {"rows=4, its module called directly", "generate batch=16 (left padding)"} <= baselines
+    # Decoding steps read by the host in runs of 8 (the node's way, the dry run's too) or every step: same answers.
+    (every_step,) = [r for r in rows if r.get("reader") == "rows=4, the host reading the tokens every decoding step"]
+    assert every_step["same_answers"] == "4/4"
     # The profile counts the read's forwards: the 6 prompts' first tokens come from prefills (packed, at least
     # one), each later token from a decoding step of up to 4 rows; a CPU launches no CUDA kernel.
     (profile,) = [r for r in rows if r["section"] == "profile"]

@@ -91,6 +91,44 @@ def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
     rows = smollm2(dtype, "rows", 4, tmp_path / "rows").responses(requests)
     library = smollm2(dtype, "generate", 1, tmp_path / "generate").responses(requests)
     assert rows == library
+    # The GPU's way of reading the chosen tokens, five decoding steps at a time: the same answers.
+    assert smollm2(dtype, "rows", 4, tmp_path / "runs", sync_every=5).responses(requests) == rows
+
+
+def test_decoding_steps_read_by_the_host_in_runs_give_the_answers_of_one_step_at_a_time():
+    """In bf16, with answers ending at an end-of-sequence token inside a run: each row keeps its tokens up to its
+    end, and rows are refilled later, never changing an answer; the host reads the tokens once per run."""
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512,
+    )  # fmt: skip
+    model = Qwen2ForCausalLM(config).eval().to(torch.bfloat16)
+    lengths = [40, 30, 90, 20, 150, 10, 60, 33, 71, 12, 99]
+    prompts = [[(7 * i + j) % 300 for j in range(n)] for i, n in enumerate(lengths)]
+    eos = {5, 17, 42}
+    reads: dict[int, int] = {}
+
+    def decode(sync_every: int, prefill_tokens: int) -> list[list[int]]:
+        decoder = RowDecoder(model, 4, 20, eos, sync_every=sync_every, prefill_tokens=prefill_tokens)
+        original = decoder._decode
+        reads[sync_every] = 0
+
+        def counted(*args):
+            reads[sync_every] += 1
+            return original(*args)
+
+        decoder._decode = counted
+        return decoder.generate(prompts)
+
+    for prefill_tokens in (0, 128):
+        one = decode(1, prefill_tokens)
+        assert 0 < sum(len(answer) < 20 for answer in one) < len(prompts)  # some end early, some at the cap
+        for sync_every in (3, 8):
+            assert decode(sync_every, prefill_tokens) == one, (sync_every, prefill_tokens)
+        assert reads[8] * 3 < reads[1]
+    with pytest.raises(ValueError, match="sync_every"):
+        RowDecoder(model, 4, 20, eos, sync_every=0)
 
 
 def read_in_every_company(make_reader, requests, tmp_path) -> dict[str, list[str]]:

@@ -31,7 +31,12 @@ class TransformersReader(LocalReader):
     backend = "transformers"
 
     def __init__(
-        self, name: str, decoding: str | None = None, prefill_tokens: int | None = None, **settings: Any
+        self,
+        name: str,
+        decoding: str | None = None,
+        prefill_tokens: int | None = None,
+        sync_every: int | None = None,
+        **settings: Any,
     ) -> None:
         # Unset: rows for greedy decoding, the library's generate for beam search.
         decoding = decoding or ("rows" if int(settings.get("num_beams", 1)) == 1 else "generate")
@@ -45,8 +50,15 @@ class TransformersReader(LocalReader):
             raise ValueError(
                 f"reader {name!r}: prefill_tokens must be >= 0 (0: each prompt alone), got {prefill_tokens}"
             )
+        if sync_every is not None and int(sync_every) < 1:
+            raise ValueError(
+                f"reader {name!r}: sync_every must be >= 1 (unset: 1 on a CPU, 8 on a GPU), got {sync_every}"
+            )
         self.decoding = decoding
         self._prefill_tokens = prefill_tokens
+        # Decoding steps per read of the chosen tokens by the host (harness.read.row_decoding): when rows are
+        # refilled, never an answer, so not in the reader id.
+        self.sync_every = None if sync_every is None else int(sync_every)
         super().__init__(name, **settings)
 
     @property
@@ -129,4 +141,5 @@ class TransformersReader(LocalReader):
             loader=self.spec.load if per_process else None,
             decode_width=self.batch_size if self.decoding == "rows" else None,
             prefill_tokens=self.prefill_tokens,
+            sync_every=self.sync_every,
         )

@@ -74,6 +74,7 @@ class ReaderModule(pl.LightningModule):
         loader=None,
         decode_width: int | None = None,
         prefill_tokens: int = 0,
+        sync_every: int | None = None,
     ) -> None:
         super().__init__()
         # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
@@ -98,6 +99,7 @@ class ReaderModule(pl.LightningModule):
         # Rows decoded side by side by a causal LM (harness.read.row_decoding); None: the library's generate.
         self.decode_width = decode_width
         self.prefill_tokens = prefill_tokens  # the row decoder's packed prefill (0: each prompt alone)
+        self.sync_every = sync_every  # the row decoder's steps per read by the host (None: by device)
         if model is not None:
             self._attach(model)
 
@@ -159,6 +161,7 @@ class ReaderModule(pl.LightningModule):
             set(eos if isinstance(eos, list) else [] if eos is None else [eos]),
             self.tokenizer.pad_token_id or 0,
             prefill_tokens=self.prefill_tokens,
+            sync_every=self.sync_every,
         )
         ids = [self.tokenizer(p, add_special_tokens=self.add_special_tokens)["input_ids"] for p in prompts]
         with limited_torch_threads(self.torch_threads):

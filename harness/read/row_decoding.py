@@ -20,6 +20,13 @@ padding), so every linear layer of every prefill sees the same ``M``; each promp
 tokens are read from a fixed number of positions, so ``lm_head`` has a fixed ``M`` too. A prompt longer than the
 chunk is prefilled alone, as every prompt is without the setting.
 
+Decoding steps run ``sync_every`` at a time with every input on the device: each step's tokens are the last
+step's argmax, positions advance on the device, and the host reads the chosen tokens once per run of steps. A
+``.tolist()`` per step made the host wait for the device every token, so on a GPU the host's launch time and
+the device's compute time added up instead of overlapping. A row whose answer ends inside a run goes on
+decoding its own tokens to the run's end (its row alone: the other rows never see them) and the host keeps its
+tokens up to the end; so ``sync_every`` changes when rows are refilled, never an answer.
+
 Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end-of-sequence token or
 ``max_new_tokens``.
 """
@@ -136,14 +143,20 @@ class RowDecoder:
         pad_token_id: int = 0,
         kernel: bool | None = None,
         prefill_tokens: int = 0,
+        sync_every: int | None = None,
     ):
         """``kernel``: the decoding steps' attention through the Triton kernel (None: on CUDA when Triton is
         installed, see :func:`uses_row_kernel`). ``prefill_tokens``: the packed prefill's length (0: each
-        prompt prefilled alone)."""
+        prompt prefilled alone). ``sync_every``: decoding steps between two reads of the chosen tokens by the
+        host (None: :func:`default_sync_every` for the model's device)."""
         if width < 1:
             raise ValueError(f"decoding width must be >= 1, got {width}")
         if prefill_tokens < 0:
             raise ValueError(f"prefill_tokens must be >= 0, got {prefill_tokens}")
+        sync_every = default_sync_every(model.device) if sync_every is None else sync_every
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        self.sync_every = sync_every
         self.prefill_tokens = prefill_tokens
         self.kernel = uses_row_kernel(model.device) if kernel is None else kernel
         self.model = model
@@ -214,6 +227,27 @@ class RowDecoder:
         free = rows.count(None)
         return free > 0 and (not self.prefill_tokens or free * 2 >= self.width)
 
+    def _decode(self, rows: list[_Row | None], shared: RowCache) -> list[list[int]]:
+        """A run of decoding steps (``sync_every``, fewer where every row's answer reaches ``max_new_tokens``
+        sooner) with tokens and positions on the device; each row's chosen tokens, read by the host once."""
+        device = self.model.device
+        steps = min(self.sync_every, max(self.max_new_tokens - len(r.tokens) for r in rows if r))
+        tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
+        positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
+        busy = torch.tensor([[r is not None] for r in rows], device=device)
+        keys = RowKeys([r.start if r else None for r in rows], kernel=self.kernel)
+        chosen = []
+        for _ in range(steps):
+            output = self.model(
+                input_ids=tokens, position_ids=positions, cache=shared, use_cache=True, logits_to_keep=1, row_keys=keys
+            )
+            step = output.logits[:, -1].argmax(dim=-1, keepdim=True)
+            chosen.append(step)
+            # Idle rows carry the padding token at position 0 throughout, as in a run of one step.
+            tokens = torch.where(busy, step, self.pad)
+            positions = positions + busy
+        return torch.cat(chosen, dim=1).tolist()
+
     def _finished(self, row: _Row) -> bool:
         return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens
 
@@ -227,7 +261,6 @@ class RowDecoder:
         pending = deque(range(len(prompts)))
         rows: list[_Row | None] = [None] * self.width
         shared: RowCache | None = None
-        device = self.model.device
         while pending or any(rows):
             while pending and self._refill_now(rows):
                 chosen = [pending.popleft() for _ in range(min(rows.count(None), len(pending)))]
@@ -249,18 +282,17 @@ class RowDecoder:
                     rows[slot] = row
             if shared is None or not any(rows):
                 break
-            tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
-            positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
-            keys = RowKeys([r.start if r else None for r in rows], kernel=self.kernel)
-            chosen = self._forward(tokens, positions, keys, shared)
+            chosen = self._decode(rows, shared)
             for slot, row in enumerate(rows):
                 if row is None:
                     continue
-                row.tokens.append(chosen[slot])
-                row.length += 1
-                if self._finished(row):
-                    results[row.index] = row.tokens
-                    rows[slot] = None
+                for token in chosen[slot]:
+                    row.tokens.append(token)
+                    row.length += 1
+                    if self._finished(row):  # the run's later tokens of this row are dropped
+                        results[row.index] = row.tokens
+                        rows[slot] = None
+                        break
             first_used = min((r.start for r in rows if r), default=shared.length)
             if first_used:
                 shared.drop_front(first_used)
@@ -268,6 +300,17 @@ class RowDecoder:
                     if row is not None:
                         row.start -= first_used
         return results
+
+
+# Decoding steps between two reads by the host on a GPU: the host queues this many steps ahead of the device, and
+# a row whose answer ended waits at most this many steps for the next prompt.
+CUDA_SYNC_EVERY = 8
+
+
+def default_sync_every(device: torch.device | str) -> int:
+    """Decoding steps per read by the host: 1 on a CPU, where the host computes the steps itself and a step
+    past an answer's end is only work, ``CUDA_SYNC_EVERY`` elsewhere."""
+    return 1 if torch.device(device).type == "cpu" else CUDA_SYNC_EVERY
 
 
 def uses_row_kernel(device: torch.device | str) -> bool:
