@@ -9,7 +9,7 @@ from harness.backends.loading import resolve_dtype
 from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import resolve_threads
 from harness.read.local import LocalReader, device_field, threads_field
-from harness.read.row_decoding import row_attention_field
+from harness.read.row_decoding import STEPS, row_attention_field
 
 DECODINGS = ("rows", "generate")
 # Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
@@ -36,6 +36,7 @@ class TransformersReader(LocalReader):
         decoding: str | None = None,
         prefill_tokens: int | None = None,
         sync_every: int | None = None,
+        decode_step: str = "host",
         **settings: Any,
     ) -> None:
         # Unset: rows for greedy decoding, the library's generate for beam search.
@@ -54,8 +55,13 @@ class TransformersReader(LocalReader):
             raise ValueError(
                 f"reader {name!r}: sync_every must be >= 1 (unset: 1 on a CPU, 8 on a GPU), got {sync_every}"
             )
+        if decode_step not in STEPS:
+            raise ValueError(f"reader {name!r}: decode_step must be one of {STEPS}, got {decode_step!r}")
+        if decode_step != "host" and decoding != "rows":
+            raise ValueError(f"reader {name!r}: decode_step={decode_step} is a step of decoding=rows")
         self.decoding = decoding
         self._prefill_tokens = prefill_tokens
+        self.decode_step = decode_step
         # Decoding steps per read of the chosen tokens by the host (harness.read.row_decoding): when rows are
         # refilled, never an answer, so not in the reader id.
         self.sync_every = None if sync_every is None else int(sync_every)
@@ -80,6 +86,8 @@ class TransformersReader(LocalReader):
             f"|decode=greedy|beams={self.num_beams}|max_new_tokens={self.max_new_tokens}"
             + ("|kernels=hub" if self.spec.kernels else "")
             + self.batch_field
+            # A replayed graph runs the eager step's kernels, but a library may choose others under capture.
+            + ("|step=graph" if self.decode_step == "graph" else "")
             + threads_field(self.keyed_threads)
             + device_field(self.device_kind)
         )
@@ -142,4 +150,5 @@ class TransformersReader(LocalReader):
             decode_width=self.batch_size if self.decoding == "rows" else None,
             prefill_tokens=self.prefill_tokens,
             sync_every=self.sync_every,
+            decode_step=self.decode_step,
         )

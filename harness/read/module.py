@@ -75,6 +75,7 @@ class ReaderModule(pl.LightningModule):
         decode_width: int | None = None,
         prefill_tokens: int = 0,
         sync_every: int | None = None,
+        decode_step: str = "host",
     ) -> None:
         super().__init__()
         # ``backend``: an object whose ``generate(prompts) -> texts`` replaces the Hugging Face model
@@ -100,6 +101,7 @@ class ReaderModule(pl.LightningModule):
         self.decode_width = decode_width
         self.prefill_tokens = prefill_tokens  # the row decoder's packed prefill (0: each prompt alone)
         self.sync_every = sync_every  # the row decoder's steps per read by the host (None: by device)
+        self.decode_step = decode_step  # the row decoder's step: host, static or graph
         if model is not None:
             self._attach(model)
 
@@ -162,6 +164,7 @@ class ReaderModule(pl.LightningModule):
             self.tokenizer.pad_token_id or 0,
             prefill_tokens=self.prefill_tokens,
             sync_every=self.sync_every,
+            step=self.decode_step,
         )
         ids = [self.tokenizer(p, add_special_tokens=self.add_special_tokens)["input_ids"] for p in prompts]
         with limited_torch_threads(self.torch_threads):

@@ -18,6 +18,10 @@ class RowCache:
         self.values: list[torch.Tensor | None] = [None] * layers
         self.begins = [0] * layers
         self.ends = [0] * layers
+        # Set for a run of steps on fixed buffers (``static`` and ``graph`` steps): every layer writes its step's
+        # keys at this position, a one-element tensor on the device that the step itself advances, and ``update``
+        # returns the whole buffers (the attention reads each row's span from device tensors).
+        self.write_at: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -34,6 +38,12 @@ class RowCache:
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         """Append this step's keys and values of one layer; returns the layer's live keys and values."""
+        if self.write_at is not None:
+            keys, values = self.keys[layer_idx], self.values[layer_idx]
+            assert keys is not None and values is not None
+            keys.index_copy_(2, self.write_at, key_states)
+            values.index_copy_(2, self.write_at, value_states)
+            return keys, values
         count = key_states.shape[2]
         keys = self.keys[layer_idx]
         if keys is None or self.ends[layer_idx] + count > keys.shape[2]:
@@ -57,6 +67,17 @@ class RowCache:
                 new[:, :, front : front + live] = old[part]
             store[layer] = new
         self.begins[layer], self.ends[layer] = front, front + live
+
+    def reserve(self, count: int) -> None:
+        """Room for ``count`` more positions in every layer's buffers, so that a run of steps writes in place."""
+        for layer, keys in enumerate(self.keys):
+            assert keys is not None
+            if self.ends[layer] + count > keys.shape[2]:
+                self._move(layer, like=keys, front=0, room=count)
+
+    def advance(self, count: int) -> None:
+        """The host's count after a run of ``count`` steps written at ``write_at``."""
+        self.ends = [end + count for end in self.ends]
 
     def drop_front(self, count: int) -> None:
         """Forget the first ``count`` positions: no row attends to them any more."""

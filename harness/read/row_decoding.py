@@ -55,6 +55,7 @@ class RowKeys:
     causal: bool = False
     kernel: bool = False  # the decoding step's attention through harness.read.row_kernel
     segments: list[tuple[int, int]] | None = None  # a packed prefill: each prompt's span of the one row
+    stop: torch.Tensor | None = None  # fixed buffers: the keys' end, on the device (else the buffer's length)
     _device_starts: torch.Tensor | None = field(default=None, repr=False)
 
     def device_starts(self, device: torch.device) -> torch.Tensor:
@@ -75,7 +76,8 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
         from harness.read.row_kernel import rows_decode_attention
 
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-        output = rows_decode_attention(query, key, value, row_keys.device_starts(query.device), scale)
+        starts = row_keys.device_starts(query.device)
+        output = rows_decode_attention(query, key, value, starts, scale, stop=row_keys.stop)
         return output.transpose(1, 2).contiguous(), None
     output = torch.zeros_like(query)
     for row, start in enumerate(row_keys.starts):
@@ -123,6 +125,33 @@ def row_attention_for(model):
         model.set_attn_implementation(previous)
 
 
+STEPS = ("host", "static", "graph")
+
+
+@dataclass
+class _StepInputs:
+    """A decoding step's inputs and outputs on the device, changed in place (``static`` and ``graph`` steps): a
+    step captured as a CUDA graph replays on whatever they hold. Set by the host once per run of steps."""
+
+    tokens: torch.Tensor  # (width, 1) each row's last token; idle rows the padding token
+    positions: torch.Tensor  # (width, 1) the next token's position; idle rows 0
+    busy: torch.Tensor  # (width, 1) whether the row holds a prompt
+    keys: RowKeys  # each row's first key in the whole buffer (absolute) and the keys' end
+    write_at: torch.Tensor  # (1,) where this step's keys go
+    chosen: torch.Tensor  # (width, sync_every) the tokens chosen in this run
+    step: torch.Tensor  # (1,) the run's step, the column of ``chosen`` written next
+
+    @classmethod
+    def make(cls, width: int, sync_every: int, device: torch.device) -> _StepInputs:
+        def zeros(*shape: int, dtype=torch.long) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        keys = RowKeys([None] * width, kernel=True, stop=zeros(1))
+        keys._device_starts = zeros(width, dtype=torch.int32)
+        return cls(zeros(width, 1), zeros(width, 1), zeros(width, 1, dtype=torch.bool), keys, zeros(1),
+                   zeros(width, sync_every), zeros(1))  # fmt: skip
+
+
 @dataclass
 class _Row:
     index: int  # the prompt's position in the call
@@ -144,11 +173,17 @@ class RowDecoder:
         kernel: bool | None = None,
         prefill_tokens: int = 0,
         sync_every: int | None = None,
+        step: str = "host",
     ):
         """``kernel``: the decoding steps' attention through the Triton kernel (None: on CUDA when Triton is
         installed, see :func:`uses_row_kernel`). ``prefill_tokens``: the packed prefill's length (0: each
         prompt prefilled alone). ``sync_every``: decoding steps between two reads of the chosen tokens by the
-        host (None: :func:`default_sync_every` for the model's device)."""
+        host (None: :func:`default_sync_every` for the model's device). ``step``: ``host`` (the cache's
+        positions kept by the host, buffers sized to the live keys), ``static`` (fixed buffers for a run of steps,
+        every position on the device: the same kernels on the same keys, so the same answers) or ``graph`` (the
+        static step captured as a CUDA graph and replayed, no launch from the host per kernel; CUDA only)."""
+        if step not in STEPS:
+            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
         if width < 1:
             raise ValueError(f"decoding width must be >= 1, got {width}")
         if prefill_tokens < 0:
@@ -159,6 +194,13 @@ class RowDecoder:
         self.sync_every = sync_every
         self.prefill_tokens = prefill_tokens
         self.kernel = uses_row_kernel(model.device) if kernel is None else kernel
+        if step != "host" and not self.kernel:
+            raise ValueError(f"the {step!r} decoding step reads its keys' end on the device: it needs the row kernel")
+        if step == "graph" and torch.device(model.device).type != "cuda":
+            raise ValueError("the 'graph' decoding step is captured as a CUDA graph: it runs on CUDA only")
+        self.step = step
+        self._inputs: _StepInputs | None = None
+        self._graph = None  # (the buffers it was captured on, the CUDA graph)
         self.model = model
         self.width = width
         self.max_new_tokens = max_new_tokens
@@ -230,8 +272,10 @@ class RowDecoder:
     def _decode(self, rows: list[_Row | None], shared: RowCache) -> list[list[int]]:
         """A run of decoding steps (``sync_every``, fewer where every row's answer reaches ``max_new_tokens``
         sooner) with tokens and positions on the device; each row's chosen tokens, read by the host once."""
-        device = self.model.device
         steps = min(self.sync_every, max(self.max_new_tokens - len(r.tokens) for r in rows if r))
+        if self.step != "host":
+            return self._decode_static(rows, shared, steps)
+        device = self.model.device
         tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
         positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
         busy = torch.tensor([[r is not None] for r in rows], device=device)
@@ -247,6 +291,72 @@ class RowDecoder:
             tokens = torch.where(busy, step, self.pad)
             positions = positions + busy
         return torch.cat(chosen, dim=1).tolist()
+
+    def _decode_static(self, rows: list[_Row | None], shared: RowCache, steps: int) -> list[list[int]]:
+        """The run on fixed buffers: the host sets the step's inputs once, then each step (eager, or the captured
+        graph replayed) reads and advances them on the device."""
+        device = self.model.device
+        shared.reserve(steps)
+        if self._inputs is None:
+            self._inputs = _StepInputs.make(self.width, self.sync_every, device)
+        inputs, begin = self._inputs, shared.begins[0]
+        if any(b != begin for b in shared.begins) or any(e != shared.ends[0] for e in shared.ends):
+            raise RuntimeError("the row cache's layers hold different spans")  # never: they move together
+        host = {
+            inputs.tokens: [[r.tokens[-1] if r else self.pad] for r in rows],
+            inputs.positions: [[r.length if r else 0] for r in rows],
+            inputs.busy: [[r is not None] for r in rows],
+            inputs.keys.device_starts(device): [begin + r.start if r else -1 for r in rows],
+            inputs.write_at: [shared.ends[0]],
+            inputs.keys.stop: [shared.ends[0] + 1],
+            inputs.step: [0],
+        }
+        for tensor, values in host.items():
+            tensor.copy_(torch.tensor(values, dtype=tensor.dtype))
+        shared.write_at = inputs.write_at
+        try:
+            for _ in range(steps):
+                if self.step == "graph":
+                    self._replay(inputs, shared)
+                else:
+                    self._static_step(inputs, shared)
+        finally:
+            shared.write_at = None
+        shared.advance(steps)
+        return inputs.chosen[:, :steps].tolist()
+
+    def _static_step(self, inputs: _StepInputs, shared: RowCache) -> None:
+        """One decoding step on the inputs in place: no host value enters it, so it can be captured."""
+        output = self.model(
+            input_ids=inputs.tokens, position_ids=inputs.positions, cache=shared, use_cache=True, logits_to_keep=1,
+            row_keys=inputs.keys,
+        )  # fmt: skip
+        chosen = output.logits[:, -1].argmax(dim=-1, keepdim=True)
+        inputs.chosen.index_copy_(1, inputs.step, chosen)
+        # Idle rows carry the padding token at position 0 throughout, as in the host's step.
+        inputs.tokens.copy_(torch.where(inputs.busy, chosen, self.pad))
+        inputs.positions.add_(inputs.busy)
+        inputs.write_at.add_(1)
+        inputs.keys.stop.add_(1)  # type: ignore[union-attr]
+        inputs.step.add_(1)
+
+    def _replay(self, inputs: _StepInputs, shared: RowCache) -> None:
+        """The static step as a CUDA graph: captured on the cache's buffers (again when a refill or a run's room
+        replaced them), after one eager step on a side stream, which is this run's step, as torch asks before a
+        capture."""
+        buffers = tuple(k.data_ptr() for k in shared.keys if k is not None)
+        if self._graph is not None and self._graph[0] == buffers:
+            self._graph[1].replay()
+            return
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._static_step(inputs, shared)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._static_step(inputs, shared)  # recorded, not run: the next steps replay it
+        self._graph = (buffers, graph)
 
     def _finished(self, row: _Row) -> bool:
         return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens

@@ -46,6 +46,7 @@ def _rows_decode_attention(
     Out,
     starts,
     end,
+    stop,
     scale,
     q_row,
     q_head,
@@ -62,9 +63,12 @@ def _rows_decode_attention(
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    STOP_ON_DEVICE: tl.constexpr,
 ):
     row = tl.program_id(0)
     kv_head = tl.program_id(1)
+    if STOP_ON_DEVICE:  # the keys' end read from memory: a captured step replays with the length it finds
+        end = tl.load(stop)
     start = tl.load(starts + row)
     if start >= 0:  # an idle row (start -1) keeps the zeros its output was made with
         g = tl.arange(0, BLOCK_G)
@@ -110,11 +114,18 @@ def _rows_decode_attention(
 
 
 def rows_decode_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, starts: torch.Tensor, scale: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    starts: torch.Tensor,
+    scale: float,
+    stop: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Attention of one new token per row over keys ``starts[row]:`` of ``key``/``value`` (``-1``: an idle row,
-    output zeros). ``query`` is ``(rows, heads, 1, dim)``, ``key``/``value`` ``(rows, kv_heads, length, dim)``
-    (any strides with a contiguous last dimension); returns ``(rows, heads, 1, dim)``."""
+    """Attention of one new token per row over keys ``starts[row]:stop`` of ``key``/``value`` (``-1``: an idle
+    row, output zeros). ``query`` is ``(rows, heads, 1, dim)``, ``key``/``value`` ``(rows, kv_heads, length, dim)``
+    (any strides with a contiguous last dimension); ``stop``: a one-element integer tensor on the device (None:
+    the buffer's length), read by the kernel, so that no length is fixed on the host. Returns
+    ``(rows, heads, 1, dim)``."""
     rows, heads, steps, dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
     if steps != 1 or heads % kv_heads:
@@ -124,13 +135,15 @@ def rows_decode_attention(
             raise ValueError(f"{name}'s last dimension must be contiguous")
     group = heads // kv_heads
     output = torch.zeros((rows, heads, dim), dtype=query.dtype, device=query.device)
+    starts = starts.to(device=query.device, dtype=torch.int32)
     _rows_decode_attention[(rows, kv_heads)](
         query,
         key,
         value,
         output,
-        starts.to(device=query.device, dtype=torch.int32),
+        starts,
         length,
+        starts if stop is None else stop,  # not read without STOP_ON_DEVICE
         float(scale),
         query.stride(0),
         query.stride(1),
@@ -147,5 +160,6 @@ def rows_decode_attention(
         HEAD_DIM=dim,
         BLOCK_D=max(16, triton.next_power_of_2(dim)),
         BLOCK_N=BLOCK_N,
+        STOP_ON_DEVICE=stop is not None,
     )
     return output[:, :, None, :]
