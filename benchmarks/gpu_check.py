@@ -112,6 +112,7 @@ def reader(args, folder: Path, batch_size: int, **settings: Any):
         trainer=trainer,
         # On the CPU too the steps are read in runs, as on the node, so that the dry run covers that path.
         sync_every=settings.pop("sync_every", args.sync_every or CUDA_SYNC_EVERY),
+        decode_step=settings.pop("decode_step", args.decode_step if settings.get("decoding") != "generate" else "host"),
         **{**({"prefill_tokens": args.prefill_tokens} if args.prefill_tokens is not None else {}), **settings},
     )
     made.args = args
@@ -138,6 +139,7 @@ def sharing(model, weights, decode_width: int | None, **settings: Any):
         decode_width=decode_width,
         prefill_tokens=other.prefill_tokens if decode_width else 0,
         sync_every=other.sync_every,
+        decode_step=other.decode_step,
     )
     return other
 
@@ -261,7 +263,10 @@ def section_bf16(args, out: Path) -> None:
          share_of_bound=float(f"{bound / seconds:.3g}"))  # fmt: skip
     emit(out, "bf16", invariance=companies(rows, requests, reference))
     subset = requests[: args.baseline_prompts // 2] + requests[half : half + args.baseline_prompts // 2]
+    # Each decoding step the main read does not use, on CUDA (the static and graph steps need the row kernel).
+    steps = [s for s in ("host", "static", "graph") if s != args.decode_step and torch.cuda.is_available()]
     baselines = (
+        *((f"rows={args.rows}, decode_step={step}", args.rows, {"decode_step": step}, "1") for step in steps),
         (f"rows={args.rows}, the host reading the tokens every decoding step", args.rows, {"sync_every": 1}, "1"),
         (f"rows={args.rows}, each prompt prefilled alone", args.rows, {"prefill_tokens": 0}, "1"),
         ("rows=16, each prompt alone, one attention call per row and layer", 16, {"prefill_tokens": 0}, "0"),
@@ -278,9 +283,11 @@ def section_bf16(args, out: Path) -> None:
         os.environ["HARNESS_ROW_KERNEL"] = kernel
         raw, spent = timed_read(sharing(rows, model, width, **settings), subset)
         # Reading the tokens every step changes when rows refill, never an answer: all must equal the reference.
+        # So does another decoding step (graph replay against the eager step): all must equal the reference.
         same = {"same_answers": f"{sum(a == b for a, b in zip(raw, expected, strict=True))}/{len(subset)}"}
+        compared = "sync_every" in settings or "decode_step" in settings
         emit(out, "bf16", reader=label, prompts=len(subset), seconds=round(spent, 2),
-             prompts_per_s=round(len(subset) / spent, 2), **(same if "sync_every" in settings else {}))  # fmt: skip
+             prompts_per_s=round(len(subset) / spent, 2), **(same if compared else {}))  # fmt: skip
     os.environ.pop("HARNESS_ROW_KERNEL", None)
     del model
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
@@ -464,6 +471,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=128, help="decoding rows (reader.batch_size)")
     parser.add_argument("--prefill-tokens", type=int, help="the reader's packed prefill (unset: its default)")
     parser.add_argument("--sync-every", type=int, help="decoding steps per read by the host (unset: 8, as on CUDA)")
+    parser.add_argument("--decode-step", default="host", help="the main read's decoding step: host, static or graph")
     parser.add_argument("--baseline-prompts", type=int, default=32)
     parser.add_argument("--nf4-prompts", type=int, default=32)
     parser.add_argument("--profile-prompts", type=int, default=32)
