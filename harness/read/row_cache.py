@@ -57,9 +57,19 @@ class RowCache:
         return self.live(layer_idx)
 
     def _move(self, layer: int, like: torch.Tensor, front: int, room: int) -> None:
-        """New buffers for ``layer``: ``front`` empty positions, the live ones, then room for twice as many."""
+        """``front`` empty positions, the live ones, then room for twice as many: in ``layer``'s own buffers when
+        that fills at most half of them (a captured step keeps replaying on them), else in new ones."""
         old = None if self.keys[layer] is None else self.live(layer)
         live = 0 if old is None else old[0].shape[2]
+        keys = self.keys[layer]
+        if old is not None and keys is not None and 2 * (front + live + room) <= keys.shape[2]:
+            for store, part in ((self.keys, 0), (self.values, 1)):
+                buffer, moved = store[layer], old[part].clone()  # the spans may overlap
+                assert buffer is not None
+                buffer.zero_()
+                buffer[:, :, front : front + live] = moved
+            self.begins[layer], self.ends[layer] = front, front + live
+            return
         size = front + max(2 * (live + room), 64)
         for store, part in ((self.keys, 0), (self.values, 1)):
             new = like.new_zeros((like.shape[0], like.shape[1], size, like.shape[3]))
