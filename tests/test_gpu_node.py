@@ -160,7 +160,9 @@ def test_the_reader_identity_names_a_cuda_device_kind():
     # CPU and GPU answers never share an entry: the CPU kind gives way to the device kind.
     assert cpu_id.endswith(f"|rows=8|cpu={machine_cpu_kind()}|threads={reader.threads}")
     # On CUDA the rows are prefilled packed and attend through the Triton kernel (harness.read.row_kernel).
-    assert reader.reader_id == cpu_id.rsplit("|cpu=", 1)[0] + "|prefill=8192|attn=triton64|device=cuda-sm80"
+    assert reader.reader_id == (
+        cpu_id.rsplit("|cpu=", 1)[0] + "|prefill=8192|attn=triton64|prefill_attn=triton64x64|device=cuda-sm80"
+    )
     assert "1 CUDA device(s): cuda:0 NVIDIA A100-SXM4-80GB 80 GiB sm80" in reader.placement()
 
 

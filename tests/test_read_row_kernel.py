@@ -73,6 +73,38 @@ def test_each_row_attends_over_its_own_keys_and_its_output_ignores_the_company()
 
 
 @pytest.mark.process
+def test_each_packed_prompt_attends_over_its_own_span_and_its_output_ignores_the_company():
+    out = interpreted(
+        """
+        import torch, torch.nn.functional as F
+        from harness.read.prefill_kernel import segments_prefill_attention
+        g = torch.Generator().manual_seed(0)
+        heads, kv_heads, dim, length = 14, 2, 64, 300  # 7 query heads per kv head, as in Qwen2.5-0.5B
+        q, k, v = (torch.randn(1, h, length, dim, generator=g) for h in (heads, kv_heads, kv_heads))
+        segments = [(0, 70), (70, 200), (210, 290)]  # 200-210 and 290-300: padding
+        out = segments_prefill_attention(q, k, v, segments, dim**-0.5)
+        errors = []
+        for start, end in segments:
+            span = slice(start, end)
+            ref = F.scaled_dot_product_attention(
+                q[:, :, span], k[:, :, span], v[:, :, span], is_causal=True, scale=dim**-0.5, enable_gqa=True
+            )
+            errors.append((ref - out[:, :, span]).abs().max().item())
+        padding = bool((out[:, :, 200:210] == 0).all() and (out[:, :, 290:] == 0).all())
+        # The second prompt again, at another offset of a longer chunk between other prompts: the same bits.
+        q2, k2, v2 = (torch.randn(1, h, 400, dim, generator=g) for h in (heads, kv_heads, kv_heads))
+        for mine, theirs in ((q2, q), (k2, k), (v2, v)):
+            mine[:, :, 5:135] = theirs[:, :, 70:200]
+        again = segments_prefill_attention(q2, k2, v2, [(0, 5), (5, 135), (135, 390)], dim**-0.5)
+        print(max(errors), padding, torch.equal(again[:, :, 5:135], out[:, :, 70:200]))
+        """
+    )
+    error, padding, same = out.split()
+    assert float(error) < 1e-5
+    assert padding == "True" and same == "True"
+
+
+@pytest.mark.process
 def test_row_decoding_through_the_kernel_gives_the_library_path_s_answers_in_any_company():
     out = interpreted(
         """
@@ -154,6 +186,7 @@ def test_the_kernel_attends_on_cuda_only_and_can_be_turned_off(monkeypatch):
     assert not uses_row_kernel("cpu")
     assert uses_row_kernel("cuda")  # Triton is installed with the dev tools, as on every CUDA build of torch
     assert row_attention_field("cuda-sm90") == "|attn=triton64"
+    assert row_attention_field("cuda-sm90", packed=True) == "|attn=triton64|prefill_attn=triton64x64"
     monkeypatch.setenv("HARNESS_ROW_KERNEL", "0")
     assert not uses_row_kernel("cuda") and row_attention_field("cuda-sm90") == ""
 
@@ -168,7 +201,8 @@ def test_a_gpu_reader_s_identity_names_its_packed_prefill_and_attention_kernel(p
     )
     assert reader.prefill_tokens == (prefill or 0)  # on the CPU, unset is each prompt alone
     reader.devices.probe = CudaProbe("2.11.0+cu130", "13.0", None, (H100,))
-    assert reader.reader_id.endswith(f"|rows=8{field}|attn=triton64|device=cuda-sm90")
+    packed = "|prefill_attn=triton64x64" if field else ""  # the packed prefill's own kernel
+    assert reader.reader_id.endswith(f"|rows=8{field}|attn=triton64{packed}|device=cuda-sm90")
 
 
 def test_a_negative_packed_prefill_is_refused_naming_the_reader():
@@ -185,7 +219,7 @@ def test_only_the_graph_step_joins_a_gpu_reader_s_identity(step, field):
         decode_step=step, sync_every=8,
     )  # fmt: skip
     reader.devices.probe = CudaProbe("2.11.0+cu130", "13.0", None, (H100,))
-    assert reader.reader_id.endswith(f"|attn=triton64{field}|device=cuda-sm90")
+    assert reader.reader_id.endswith(f"|attn=triton64|prefill_attn=triton64x64{field}|device=cuda-sm90")
 
 
 def test_bad_decoding_step_settings_are_refused_naming_the_reader():

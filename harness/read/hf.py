@@ -111,13 +111,15 @@ class TransformersReader(LocalReader):
         is the kernel's (``rows=``), and the kernel is the CPU's (``cpu=``: AMX and AVX-512 round differently).
         On CUDA the decoding steps attend through the Triton kernel (``attn=``), whose sums differ from the
         library's per-row calls that GPU answers were read with before. A packed prefill (``prefill=``) computes
-        each prompt's keys in a chunk of that many tokens, not at the prompt's own length."""
+        each prompt's keys in a chunk of that many tokens, not at the prompt's own length, and on CUDA attends
+        through its own kernel (``prefill_attn=``), whose sums differ from the library's per-prompt calls."""
         if self.full_precision:
             return ""
         if self.decoding == "generate":
             return "" if self.batch_size == 1 else f"|batch={self.batch_size}"
         packed = f"|prefill={self.prefill_tokens}" if self.prefill_tokens else ""
-        kernels = row_attention_field(self.device_kind) if self.on_cuda else f"|cpu={machine_cpu_kind()}"
+        on_cuda = row_attention_field(self.device_kind, packed=bool(self.prefill_tokens))
+        kernels = on_cuda if self.on_cuda else f"|cpu={machine_cpu_kind()}"
         return f"|rows={self.batch_size}{packed}{kernels}"
 
     @property

@@ -53,7 +53,7 @@ class RowKeys:
 
     starts: list[int | None]
     causal: bool = False
-    kernel: bool = False  # the decoding step's attention through harness.read.row_kernel
+    kernel: bool = False  # attention through the Triton kernels: a decoding step's, a packed prefill's
     segments: list[tuple[int, int]] | None = None  # a packed prefill: each prompt's span of the one row
     stop: torch.Tensor | None = None  # fixed buffers: the keys' end, on the device (else the buffer's length)
     _device_starts: torch.Tensor | None = field(default=None, repr=False)
@@ -70,6 +70,12 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
     """Attention of each row over its own keys (``row_keys``), with no mask and no padding in any sum."""
     if row_keys is None:
         raise ValueError(f"the {ATTENTION!r} attention runs inside RowDecoder only (it needs row_keys)")
+    if row_keys.segments is not None and row_keys.kernel:
+        from harness.read.prefill_kernel import segments_prefill_attention
+
+        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+        output = segments_prefill_attention(query, key, value, row_keys.segments, scale)
+        return output.transpose(1, 2).contiguous(), None
     if row_keys.segments is not None:
         return _segment_attention(query, key, value, row_keys.segments, scaling), None
     if row_keys.kernel and not row_keys.causal:
@@ -240,7 +246,7 @@ class RowDecoder:
             cache=cache,
             use_cache=True,
             logits_to_keep=torch.tensor(last, device=device),
-            row_keys=RowKeys([0], causal=True, segments=segments),
+            row_keys=RowKeys([0], causal=True, kernel=self.kernel, segments=segments),
         )
         firsts = output.logits[0, : len(segments)].argmax(dim=-1).tolist()
         return [(SegmentCache(cache, start, end), first) for (start, end), first in zip(segments, firsts, strict=True)]
@@ -435,10 +441,13 @@ def uses_row_kernel(device: torch.device | str) -> bool:
     return True
 
 
-def row_attention_field(device: str) -> str:
-    """The reader identity's field for the decoding steps' attention on ``device``: the kernel and its block."""
+def row_attention_field(device: str, packed: bool = False) -> str:
+    """The reader identity's field for the attention on ``device``: the decoding steps' kernel and its block, and
+    with a packed prefill (``packed``) the prefill's kernel and its blocks."""
     if not uses_row_kernel("cuda" if device.startswith("cuda") else "cpu"):
         return ""
+    from harness.read import prefill_kernel
     from harness.read.row_kernel import BLOCK_N
 
-    return f"|attn=triton{BLOCK_N}"
+    prefill = f"|prefill_attn=triton{prefill_kernel.BLOCK_M}x{prefill_kernel.BLOCK_N}" if packed else ""
+    return f"|attn=triton{BLOCK_N}{prefill}"
