@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from harness.read.row_kernel import attend_block
+
 BLOCK_M = 64  # queries per program, counted from the prompt's start: part of the arithmetic, so fixed
 BLOCK_N = 64  # keys per step of the walk, likewise
 
@@ -75,20 +77,13 @@ def _segments_prefill_attention(
                 mask=key_mask[:, None] & dim_mask[None, :],
                 other=0.0,
             )
-            scores = tl.dot(q, tl.trans(k)).to(tl.float32) * scale
-            visible = (n[None, :] <= m[:, None]) & key_mask[None, :]
-            scores = tl.where(visible, scores, float("-inf"))
-            new_top = tl.maximum(top, tl.max(scores, 1))
-            rescale = tl.exp(top - new_top)
-            weights = tl.exp(scores - new_top[:, None])
-            total = total * rescale + tl.sum(weights, 1)
             v = tl.load(
                 V + kv_head * v_head + n[:, None] * v_pos + d[None, :],
                 mask=key_mask[:, None] & dim_mask[None, :],
                 other=0.0,
             )
-            acc = acc * rescale[:, None] + tl.dot(weights.to(v.dtype), v).to(tl.float32)
-            top = new_top
+            visible = (n[None, :] <= m[:, None]) & key_mask[None, :]  # causal, within the prompt
+            top, total, acc = attend_block(q, k, v, visible, scale, top, total, acc)
         out = acc / total[:, None]
         tl.store(
             Out + head * o_head + m[:, None] * o_pos + d[None, :],

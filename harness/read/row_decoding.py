@@ -16,7 +16,8 @@ are fixed by each row's own keys; elsewhere, and where Triton is missing, it is 
 Prefilling prompts one at a time costs a forward each, launch-bound for short prompts on a GPU. With
 ``prefill_tokens`` set, prompts are packed end to end into one sequence of exactly that many tokens (the rest
 padding), so every linear layer of every prefill sees the same ``M``; each prompt attends over its own span alone
-(a library call per prompt, the same shapes as its lone prefill), its positions start at 0, and the first answer
+(on CUDA one kernel call per layer for all of them, ``harness.read.prefill_kernel``; elsewhere a library call per
+prompt, the same shapes as its lone prefill), its positions start at 0, and the first answer
 tokens are read from a fixed number of positions, so ``lm_head`` has a fixed ``M`` too. A prompt longer than the
 chunk is prefilled alone, as every prompt is without the setting.
 
@@ -25,7 +26,9 @@ step's argmax, positions advance on the device, and the host reads the chosen to
 ``.tolist()`` per step made the host wait for the device every token, so on a GPU the host's launch time and
 the device's compute time added up instead of overlapping. A row whose answer ends inside a run goes on
 decoding its own tokens to the run's end (its row alone: the other rows never see them) and the host keeps its
-tokens up to the end; so ``sync_every`` changes when rows are refilled, never an answer.
+tokens up to the end; so ``sync_every`` changes when rows are refilled, never an answer. With ``step`` static or
+graph the steps run on fixed buffers with every position on the device, and can be captured as a CUDA graph
+(``harness.read.static_step``).
 
 Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end-of-sequence token or
 ``max_new_tokens``.
@@ -42,28 +45,10 @@ import torch
 import torch.nn.functional as F
 
 from harness.read.row_cache import RowCache, SegmentCache, empty_like
+from harness.read.row_keys import RowKeys
+from harness.read.static_step import STEPS, StaticStep
 
 ATTENTION = "harness_rows"
-
-
-@dataclass
-class RowKeys:
-    """Handed to the attention beside the model's inputs: the first key of each row's own span in the
-    shared cache (``None``: an idle row, whose output is zeros), and whether queries attend causally."""
-
-    starts: list[int | None]
-    causal: bool = False
-    kernel: bool = False  # attention through the Triton kernels: a decoding step's, a packed prefill's
-    segments: list[tuple[int, int]] | None = None  # a packed prefill: each prompt's span of the one row
-    stop: torch.Tensor | None = None  # fixed buffers: the keys' end, on the device (else the buffer's length)
-    _device_starts: torch.Tensor | None = field(default=None, repr=False)
-
-    def device_starts(self, device: torch.device) -> torch.Tensor:
-        """The starts as one tensor on ``device`` (idle rows ``-1``), made once per step for every layer."""
-        if self._device_starts is None:
-            values = [-1 if start is None else start for start in self.starts]
-            self._device_starts = torch.tensor(values, dtype=torch.int32, device=device)
-        return self._device_starts
 
 
 def row_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, row_keys=None, **kwargs):
@@ -131,33 +116,6 @@ def row_attention_for(model):
         model.set_attn_implementation(previous)
 
 
-STEPS = ("host", "static", "graph")
-
-
-@dataclass
-class _StepInputs:
-    """A decoding step's inputs and outputs on the device, changed in place (``static`` and ``graph`` steps): a
-    step captured as a CUDA graph replays on whatever they hold. Set by the host once per run of steps."""
-
-    tokens: torch.Tensor  # (width, 1) each row's last token; idle rows the padding token
-    positions: torch.Tensor  # (width, 1) the next token's position; idle rows 0
-    busy: torch.Tensor  # (width, 1) whether the row holds a prompt
-    keys: RowKeys  # each row's first key in the whole buffer (absolute) and the keys' end
-    write_at: torch.Tensor  # (1,) where this step's keys go
-    chosen: torch.Tensor  # (width, sync_every) the tokens chosen in this run
-    step: torch.Tensor  # (1,) the run's step, the column of ``chosen`` written next
-
-    @classmethod
-    def make(cls, width: int, sync_every: int, device: torch.device) -> _StepInputs:
-        def zeros(*shape: int, dtype=torch.long) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        keys = RowKeys([None] * width, kernel=True, stop=zeros(1))
-        keys._device_starts = zeros(width, dtype=torch.int32)
-        return cls(zeros(width, 1), zeros(width, 1), zeros(width, 1, dtype=torch.bool), keys, zeros(1),
-                   zeros(width, sync_every), zeros(1))  # fmt: skip
-
-
 @dataclass
 class _Row:
     index: int  # the prompt's position in the call
@@ -205,8 +163,7 @@ class RowDecoder:
         if step == "graph" and torch.device(model.device).type != "cuda":
             raise ValueError("the 'graph' decoding step is captured as a CUDA graph: it runs on CUDA only")
         self.step = step
-        self._inputs: _StepInputs | None = None
-        self._graph = None  # (the buffers it was captured on, the CUDA graph)
+        self._static: StaticStep | None = None  # made on the first run of a static or graph step
         self.model = model
         self.width = width
         self.max_new_tokens = max_new_tokens
@@ -279,90 +236,29 @@ class RowDecoder:
         """A run of decoding steps (``sync_every``, fewer where every row's answer reaches ``max_new_tokens``
         sooner) with tokens and positions on the device; each row's chosen tokens, read by the host once."""
         steps = min(self.sync_every, max(self.max_new_tokens - len(r.tokens) for r in rows if r))
+        last = [r.tokens[-1] if r else self.pad for r in rows]
+        positions = [r.length if r else 0 for r in rows]
+        starts = [r.start if r else None for r in rows]
         if self.step != "host":
-            return self._decode_static(rows, shared, steps)
+            if self._static is None:
+                self._static = StaticStep(self.model, self.width, self.sync_every, self.pad, self.step == "graph")
+            return self._static.run(last, positions, starts, shared, steps)
         device = self.model.device
-        tokens = torch.tensor([[r.tokens[-1] if r else self.pad] for r in rows], device=device)
-        positions = torch.tensor([[r.length if r else 0] for r in rows], device=device)
-        busy = torch.tensor([[r is not None] for r in rows], device=device)
-        keys = RowKeys([r.start if r else None for r in rows], kernel=self.kernel)
+        tokens = torch.tensor([[token] for token in last], device=device)
+        at = torch.tensor([[position] for position in positions], device=device)
+        busy = torch.tensor([[start is not None] for start in starts], device=device)
+        keys = RowKeys(starts, kernel=self.kernel)
         chosen = []
         for _ in range(steps):
             output = self.model(
-                input_ids=tokens, position_ids=positions, cache=shared, use_cache=True, logits_to_keep=1, row_keys=keys
+                input_ids=tokens, position_ids=at, cache=shared, use_cache=True, logits_to_keep=1, row_keys=keys
             )
             step = output.logits[:, -1].argmax(dim=-1, keepdim=True)
             chosen.append(step)
             # Idle rows carry the padding token at position 0 throughout, as in a run of one step.
             tokens = torch.where(busy, step, self.pad)
-            positions = positions + busy
+            at = at + busy
         return torch.cat(chosen, dim=1).tolist()
-
-    def _decode_static(self, rows: list[_Row | None], shared: RowCache, steps: int) -> list[list[int]]:
-        """The run on fixed buffers: the host sets the step's inputs once, then each step (eager, or the captured
-        graph replayed) reads and advances them on the device."""
-        device = self.model.device
-        shared.reserve(steps)
-        if self._inputs is None:
-            self._inputs = _StepInputs.make(self.width, self.sync_every, device)
-        inputs, begin = self._inputs, shared.begins[0]
-        if any(b != begin for b in shared.begins) or any(e != shared.ends[0] for e in shared.ends):
-            raise RuntimeError("the row cache's layers hold different spans")  # never: they move together
-        host = {
-            inputs.tokens: [[r.tokens[-1] if r else self.pad] for r in rows],
-            inputs.positions: [[r.length if r else 0] for r in rows],
-            inputs.busy: [[r is not None] for r in rows],
-            inputs.keys.device_starts(device): [begin + r.start if r else -1 for r in rows],
-            inputs.write_at: [shared.ends[0]],
-            inputs.keys.stop: [shared.ends[0] + 1],
-            inputs.step: [0],
-        }
-        for tensor, values in host.items():
-            tensor.copy_(torch.tensor(values, dtype=tensor.dtype))
-        shared.write_at = inputs.write_at
-        try:
-            for _ in range(steps):
-                if self.step == "graph":
-                    self._replay(inputs, shared)
-                else:
-                    self._static_step(inputs, shared)
-        finally:
-            shared.write_at = None
-        shared.advance(steps)
-        return inputs.chosen[:, :steps].tolist()
-
-    def _static_step(self, inputs: _StepInputs, shared: RowCache) -> None:
-        """One decoding step on the inputs in place: no host value enters it, so it can be captured."""
-        output = self.model(
-            input_ids=inputs.tokens, position_ids=inputs.positions, cache=shared, use_cache=True, logits_to_keep=1,
-            row_keys=inputs.keys,
-        )  # fmt: skip
-        chosen = output.logits[:, -1].argmax(dim=-1, keepdim=True)
-        inputs.chosen.index_copy_(1, inputs.step, chosen)
-        # Idle rows carry the padding token at position 0 throughout, as in the host's step.
-        inputs.tokens.copy_(torch.where(inputs.busy, chosen, self.pad))
-        inputs.positions.add_(inputs.busy)
-        inputs.write_at.add_(1)
-        inputs.keys.stop.add_(1)  # type: ignore[union-attr]
-        inputs.step.add_(1)
-
-    def _replay(self, inputs: _StepInputs, shared: RowCache) -> None:
-        """The static step as a CUDA graph: captured on the cache's buffers (again when a refill or a run's room
-        replaced them), after one eager step on a side stream, which is this run's step, as torch asks before a
-        capture."""
-        buffers = tuple(k.data_ptr() for k in shared.keys if k is not None)
-        if self._graph is not None and self._graph[0] == buffers:
-            self._graph[1].replay()
-            return
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self._static_step(inputs, shared)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._static_step(inputs, shared)  # recorded, not run: the next steps replay it
-        self._graph = (buffers, graph)
 
     def _finished(self, row: _Row) -> bool:
         return row.tokens[-1] in self.eos or len(row.tokens) >= self.max_new_tokens

@@ -22,6 +22,21 @@ import triton.language as tl
 BLOCK_N = 64  # keys per step of the walk: part of the arithmetic, so fixed
 
 
+@triton.jit
+def attend_block(q, k, v, visible, scale, top, total, acc):
+    """One block of keys and values into an online softmax in float32: the queries' running maximum score
+    ``top``, sum of weights ``total`` and weighted values ``acc``, rescaled to the new maximum; keys not
+    ``visible`` weigh nothing. Returns the three updated."""
+    scores = tl.dot(q, tl.trans(k)).to(tl.float32) * scale
+    scores = tl.where(visible, scores, float("-inf"))
+    new_top = tl.maximum(top, tl.max(scores, 1))
+    rescale = tl.exp(top - new_top)
+    weights = tl.exp(scores - new_top[:, None])
+    total = total * rescale + tl.sum(weights, 1)
+    acc = acc * rescale[:, None] + tl.dot(weights.to(v.dtype), v).to(tl.float32)
+    return new_top, total, acc
+
+
 # Triton compiles a variant per divisibility of its integer arguments; the length and strides change as the cache
 # grows, and a recompile in the middle of a read costs a second each.
 @triton.jit(
@@ -92,19 +107,12 @@ def _rows_decode_attention(
                 mask=key_mask[:, None] & dim_mask[None, :],
                 other=0.0,
             )
-            scores = tl.dot(q, tl.trans(k)).to(tl.float32) * scale
-            scores = tl.where(key_mask[None, :], scores, float("-inf"))
-            new_top = tl.maximum(top, tl.max(scores, 1))
-            rescale = tl.exp(top - new_top)
-            weights = tl.exp(scores - new_top[:, None])
-            total = total * rescale + tl.sum(weights, 1)
             v = tl.load(
                 V + row * v_row + kv_head * v_head + n[:, None] * v_pos + d[None, :],
                 mask=key_mask[:, None] & dim_mask[None, :],
                 other=0.0,
             )
-            acc = acc * rescale[:, None] + tl.dot(weights.to(v.dtype), v).to(tl.float32)
-            top = new_top
+            top, total, acc = attend_block(q, k, v, key_mask[None, :], scale, top, total, acc)
         out = acc / total[:, None]
         tl.store(
             Out + row * o_row + heads[:, None] * o_head + d[None, :],
