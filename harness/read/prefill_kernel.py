@@ -93,11 +93,17 @@ def _segments_prefill_attention(
 
 
 def segments_prefill_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, segments: list[tuple[int, int]], scale: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    segments: list[tuple[int, int]],
+    scale: float,
+    bounds: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of each packed prompt over its own span ``segments[i] = (start, end)`` of the one
     sequence; positions in no span (padding) get zeros. ``query`` is ``(1, heads, length, dim)``,
-    ``key``/``value`` ``(1, kv_heads, length, dim)`` (contiguous last dimension); returns ``query``'s shape."""
+    ``key``/``value`` ``(1, kv_heads, length, dim)`` (contiguous last dimension); ``bounds``: the segments as an
+    int32 ``(2, prompts)`` tensor on the device, when the caller keeps one. Returns ``query``'s shape."""
     batch, heads, length, dim = query.shape
     kv_heads = key.shape[1]
     if batch != 1 or heads % kv_heads:
@@ -108,7 +114,8 @@ def segments_prefill_attention(
     output = torch.zeros_like(query)
     if not segments:
         return output
-    bounds = torch.tensor(segments, dtype=torch.int32).T.contiguous().to(query.device)
+    if bounds is None:
+        bounds = torch.tensor(segments, dtype=torch.int32).T.contiguous().to(query.device)
     longest = max(end - start for start, end in segments)
     _segments_prefill_attention[(len(segments), heads, triton.cdiv(longest, BLOCK_M))](
         query,

@@ -59,7 +59,8 @@ def row_attention(module, query, key, value, attention_mask, scaling=None, dropo
         from harness.read.prefill_kernel import segments_prefill_attention
 
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-        output = segments_prefill_attention(query, key, value, row_keys.segments, scale)
+        bounds = row_keys.device_segments(query.device)
+        output = segments_prefill_attention(query, key, value, row_keys.segments, scale, bounds=bounds)
         return output.transpose(1, 2).contiguous(), None
     if row_keys.segments is not None:
         return _segment_attention(query, key, value, row_keys.segments, scaling), None

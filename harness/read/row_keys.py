@@ -18,6 +18,7 @@ class RowKeys:
     segments: list[tuple[int, int]] | None = None  # a packed prefill: each prompt's span of the one row
     stop: torch.Tensor | None = None  # fixed buffers: the keys' end, on the device (else the buffer's length)
     _device_starts: torch.Tensor | None = field(default=None, repr=False)
+    _device_segments: torch.Tensor | None = field(default=None, repr=False)
 
     def device_starts(self, device: torch.device) -> torch.Tensor:
         """The starts as one tensor on ``device`` (idle rows ``-1``), made once per step for every layer."""
@@ -25,3 +26,11 @@ class RowKeys:
             values = [-1 if start is None else start for start in self.starts]
             self._device_starts = torch.tensor(values, dtype=torch.int32, device=device)
         return self._device_starts
+
+    def device_segments(self, device: torch.device) -> torch.Tensor:
+        """The packed prompts' starts and ends as a ``(2, prompts)`` tensor on ``device``, made once per prefill
+        for every layer (a copy to the device per layer would make the host wait each time)."""
+        if self._device_segments is None:
+            assert self.segments is not None
+            self._device_segments = torch.tensor(self.segments, dtype=torch.int32).T.contiguous().to(device)
+        return self._device_segments
