@@ -235,6 +235,8 @@ def section_arithmetic(args, out: Path) -> None:
 def section_bf16(args, out: Path) -> None:
     import torch
 
+    from harness.read.static_step import STEPS
+
     folder = model_folder(args)
     requests = prompts(args)
     half = len(requests) // 2
@@ -264,7 +266,7 @@ def section_bf16(args, out: Path) -> None:
     emit(out, "bf16", invariance=companies(rows, requests, reference))
     subset = requests[: args.baseline_prompts // 2] + requests[half : half + args.baseline_prompts // 2]
     # Each decoding step the main read does not use, on CUDA (the static and graph steps need the row kernel).
-    steps = [s for s in ("host", "static", "graph") if s != args.decode_step and torch.cuda.is_available()]
+    steps = [s for s in STEPS if s != args.decode_step and torch.cuda.is_available()]
     baselines = (
         *((f"rows={args.rows}, decode_step={step}", args.rows, {"decode_step": step}, "1") for step in steps),
         (f"rows={args.rows}, the host reading the tokens every decoding step", args.rows, {"sync_every": 1}, "1"),
@@ -282,8 +284,8 @@ def section_bf16(args, out: Path) -> None:
     for label, width, settings, kernel in baselines:
         os.environ["HARNESS_ROW_KERNEL"] = kernel
         raw, spent = timed_read(sharing(rows, model, width, **settings), subset)
-        # Reading the tokens every step changes when rows refill, never an answer: all must equal the reference.
-        # So does another decoding step (graph replay against the eager step): all must equal the reference.
+        # Reading the tokens every step, or another decoding step (graph replay against the eager step), changes
+        # when rows refill or which launches run, never an answer: all must equal the reference.
         same = {"same_answers": f"{sum(a == b for a, b in zip(raw, expected, strict=True))}/{len(subset)}"}
         compared = "sync_every" in settings or "decode_step" in settings
         emit(out, "bf16", reader=label, prompts=len(subset), seconds=round(spent, 2),

@@ -19,11 +19,26 @@ from tests.conftest import REPO
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", 80 << 30, (9, 0))
 
+# The start of a script for ``interpreted``: a random-weight 2-layer Qwen2 and ten token prompts of 5 to 60 tokens.
+TINY_MODEL_AND_PROMPTS = """
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+from harness.read.row_decoding import RowDecoder
+torch.manual_seed(0)
+config = Qwen2Config(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+model = Qwen2ForCausalLM(config).eval()
+g = torch.Generator().manual_seed(1)
+lengths = torch.randint(5, 60, (10,), generator=g).tolist()
+prompts = [torch.randint(0, 500, (n,), generator=g).tolist() for n in lengths]
+"""
 
-def interpreted(script: str) -> str:
-    """``script``'s output, run with Triton's interpreter (it must be on before Triton compiles anything)."""
+
+def interpreted(script: str, setup: str = "") -> str:
+    """``script``'s output, run after ``setup`` with Triton's interpreter (it must be on before Triton compiles
+    anything)."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
+        [sys.executable, "-c", setup + textwrap.dedent(script)],
         cwd=REPO,
         env={**os.environ, "TRITON_INTERPRET": "1"},
         capture_output=True,
@@ -108,22 +123,13 @@ def test_each_packed_prompt_attends_over_its_own_span_and_its_output_ignores_the
 def test_row_decoding_through_the_kernel_gives_the_library_path_s_answers_in_any_company():
     out = interpreted(
         """
-        import torch
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-        from harness.read.row_decoding import RowDecoder
-        torch.manual_seed(0)
-        config = Qwen2Config(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
-        model = Qwen2ForCausalLM(config).eval()
-        g = torch.Generator().manual_seed(1)
-        lengths = torch.randint(5, 60, (10,), generator=g).tolist()
-        prompts = [torch.randint(0, 500, (n,), generator=g).tolist() for n in lengths]
         library = RowDecoder(model, 3, 8, {-1}, kernel=False).generate(prompts)
         kernel = RowDecoder(model, 3, 8, {-1}, kernel=True).generate(prompts)
         alone = RowDecoder(model, 3, 8, {-1}, kernel=True, prefill_tokens=128).generate(prompts[3:6])
         packed = RowDecoder(model, 3, 8, {-1}, kernel=True, prefill_tokens=128).generate(prompts)
         print(kernel == library, packed[3:6] == alone, sum(len(t) == 8 for t in kernel))
-        """
+        """,
+        setup=TINY_MODEL_AND_PROMPTS,
     )
     assert out.split() == ["True", "True", "10"]
 
@@ -135,16 +141,6 @@ def test_the_static_step_on_fixed_buffers_gives_the_host_steps_answers():
     four steps, with prompts prefilled alone and packed, the buffers replaced between runs."""
     out = interpreted(
         """
-        import torch
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-        from harness.read.row_decoding import RowDecoder
-        torch.manual_seed(0)
-        config = Qwen2Config(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
-        model = Qwen2ForCausalLM(config).eval()
-        g = torch.Generator().manual_seed(1)
-        lengths = torch.randint(5, 60, (10,), generator=g).tolist()
-        prompts = [torch.randint(0, 500, (n,), generator=g).tolist() for n in lengths]
         eos = set(range(0, 500, 9))
         from harness.read.static_step import StaticStep
         buffers = set()  # the key buffers' addresses at the start of each run
@@ -157,7 +153,8 @@ def test_the_static_step_on_fixed_buffers_gives_the_host_steps_answers():
             for k in (1, 4) for p in (0, 128)
         ]
         print(all(same), sum(len(t) < 8 for t in host), len(buffers) > 1)
-        """
+        """,
+        setup=TINY_MODEL_AND_PROMPTS,
     )
     same, early, grown = out.split()
     assert same == "True"

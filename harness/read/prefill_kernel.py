@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from harness.read.row_kernel import attend_block
+from harness.read.row_keys import segment_bounds
 
 BLOCK_M = 64  # queries per program, counted from the prompt's start: part of the arithmetic, so fixed
 BLOCK_N = 64  # keys per step of the walk, likewise
@@ -115,7 +116,7 @@ def segments_prefill_attention(
     if not segments:
         return output
     if bounds is None:
-        bounds = torch.tensor(segments, dtype=torch.int32).T.contiguous().to(query.device)
+        bounds = segment_bounds(segments, query.device)
     longest = max(end - start for start, end in segments)
     _segments_prefill_attention[(len(segments), heads, triton.cdiv(longest, BLOCK_M))](
         query,

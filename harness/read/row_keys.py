@@ -32,5 +32,10 @@ class RowKeys:
         for every layer (a copy to the device per layer would make the host wait each time)."""
         if self._device_segments is None:
             assert self.segments is not None
-            self._device_segments = torch.tensor(self.segments, dtype=torch.int32).T.contiguous().to(device)
+            self._device_segments = segment_bounds(self.segments, device)
         return self._device_segments
+
+
+def segment_bounds(segments: list[tuple[int, int]], device: torch.device) -> torch.Tensor:
+    """Spans ``(start, end)`` as an int32 ``(2, spans)`` tensor on ``device``: the starts, then the ends."""
+    return torch.tensor(segments, dtype=torch.int32).T.contiguous().to(device)
