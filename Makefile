@@ -135,12 +135,16 @@ lint: $(STAMP)  ## ruff (rules and formatting) and pyright on harness/, tests/ a
 # slower, their model-loading subprocesses contending for the two cores (times: docs/architecture.md,
 # Development). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
+# The suite starts over a hundred Python processes (harness runs, scripts, workers). Where the environment sets
+# PYTHONDONTWRITEBYTECODE, as container images often do, each of them compiled the package from source again
+# (0.5 s a harness run) and each worker rewrote every test module's asserts (5 s): the tests write bytecode.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 
 test: setup $(VLLM_STAMP) $(CHROMIUM) $(CHROMEDRIVER)  ## the whole test suite, slow end-to-end tests included (vLLM engine tests too)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
 
 test-quick: setup  ## the inner loop: every test that starts no process (harness command, engine, server, database, browser) and loads no model marked slow
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not process" tests $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not process" tests $(PYTEST_ARGS)
 
 bench: setup  ## run every benchmark script and print its figures
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
