@@ -177,10 +177,10 @@ def test_sigint_stops_the_whole_sweep(tmp_path, code):
 
 @pytest.mark.slow
 def test_sigterm_mid_llama_cpp_batch_exits_within_five_seconds(tmp_path, code):
-    """A llama.cpp batch is one native call (four 0.5B answers: ~10-20 s here); the stop leaves it behind."""
+    """A llama.cpp batch is one native call (four SmolLM2 answers: ~8 s on one core); the stop leaves it behind."""
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
     journal = run_dir / "rows.journal.jsonl"
-    args = ["dataset=demo", "dataset.sample_size=8", "reader=qwen2.5_coder_0.5b_gguf", "reader.batch_size=4"]
+    args = ["dataset=demo", "dataset.sample_size=8", "reader=smollm2_135m_gguf", "reader.batch_size=4"]
     args += ["read_chunk=4", "logger=none"]
     proc = popen(code, [*args, f"hydra.run.dir={run_dir}"], cache)
     wait_for_rows(proc, lambda: [journal], at_least=4)  # the first batch is read; the second is in flight
