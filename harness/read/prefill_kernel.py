@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.read.row_kernel import attend_block
+from harness.read.row_kernel import attend_block, load_tile, store_attention
 from harness.read.row_keys import segment_bounds
 
 BLOCK_M = 64  # queries per program, counted from the prompt's start: part of the arithmetic, so fixed
@@ -61,11 +61,8 @@ def _segments_prefill_attention(
         d = tl.arange(0, BLOCK_D)
         query_mask = m < end
         dim_mask = d < HEAD_DIM
-        q = tl.load(
-            Q + head * q_head + m[:, None] * q_pos + d[None, :],
-            mask=query_mask[:, None] & dim_mask[None, :],
-            other=0.0,
-        )
+        tile_mask = query_mask[:, None] & dim_mask[None, :]
+        q = load_tile(Q + head * q_head, m, q_pos, d, tile_mask)
         top = tl.full([BLOCK_M], float("-inf"), tl.float32)
         total = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -73,24 +70,12 @@ def _segments_prefill_attention(
         for first_key in range(start, last, BLOCK_N):
             n = first_key + tl.arange(0, BLOCK_N)
             key_mask = n < end
-            k = tl.load(
-                K + kv_head * k_head + n[:, None] * k_pos + d[None, :],
-                mask=key_mask[:, None] & dim_mask[None, :],
-                other=0.0,
-            )
-            v = tl.load(
-                V + kv_head * v_head + n[:, None] * v_pos + d[None, :],
-                mask=key_mask[:, None] & dim_mask[None, :],
-                other=0.0,
-            )
+            keys_mask = key_mask[:, None] & dim_mask[None, :]
+            k = load_tile(K + kv_head * k_head, n, k_pos, d, keys_mask)
+            v = load_tile(V + kv_head * v_head, n, v_pos, d, keys_mask)
             visible = (n[None, :] <= m[:, None]) & key_mask[None, :]  # causal, within the prompt
             top, total, acc = attend_block(q, k, v, visible, scale, top, total, acc)
-        out = acc / total[:, None]
-        tl.store(
-            Out + head * o_head + m[:, None] * o_pos + d[None, :],
-            out.to(Out.dtype.element_ty),
-            mask=query_mask[:, None] & dim_mask[None, :],
-        )
+        store_attention(Out + head * o_head, m, o_pos, d, tile_mask, total, acc)
 
 
 def segments_prefill_attention(

@@ -37,6 +37,19 @@ def attend_block(q, k, v, visible, scale, top, total, acc):
     return new_top, total, acc
 
 
+@triton.jit
+def load_tile(base, rows, row_stride, columns, mask):
+    """The tile of ``rows`` (``row_stride`` apart) by contiguous ``columns`` at ``base``; zeros where masked."""
+    return tl.load(base + rows[:, None] * row_stride + columns[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def store_attention(base, rows, row_stride, columns, mask, total, acc):
+    """The online softmax's result, ``acc / total``, stored as a tile at ``base`` in the output's dtype."""
+    out = acc / total[:, None]
+    tl.store(base + rows[:, None] * row_stride + columns[None, :], out.to(base.dtype.element_ty), mask=mask)
+
+
 # Triton compiles a variant per divisibility of its integer arguments; the length and strides change as the cache
 # grows, and a recompile in the middle of a read costs a second each.
 @triton.jit(
@@ -91,34 +104,19 @@ def _rows_decode_attention(
         heads = kv_head * GROUP + g
         head_mask = g < GROUP
         dim_mask = d < HEAD_DIM
-        q = tl.load(
-            Q + row * q_row + heads[:, None] * q_head + d[None, :],
-            mask=head_mask[:, None] & dim_mask[None, :],
-            other=0.0,
-        )
+        tile_mask = head_mask[:, None] & dim_mask[None, :]
+        q = load_tile(Q + row * q_row, heads, q_head, d, tile_mask)
         top = tl.full([BLOCK_G], float("-inf"), tl.float32)
         total = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         for first in range(start, end, BLOCK_N):
             n = first + tl.arange(0, BLOCK_N)
             key_mask = n < end
-            k = tl.load(
-                K + row * k_row + kv_head * k_head + n[:, None] * k_pos + d[None, :],
-                mask=key_mask[:, None] & dim_mask[None, :],
-                other=0.0,
-            )
-            v = tl.load(
-                V + row * v_row + kv_head * v_head + n[:, None] * v_pos + d[None, :],
-                mask=key_mask[:, None] & dim_mask[None, :],
-                other=0.0,
-            )
+            keys_mask = key_mask[:, None] & dim_mask[None, :]
+            k = load_tile(K + row * k_row + kv_head * k_head, n, k_pos, d, keys_mask)
+            v = load_tile(V + row * v_row + kv_head * v_head, n, v_pos, d, keys_mask)
             top, total, acc = attend_block(q, k, v, key_mask[None, :], scale, top, total, acc)
-        out = acc / total[:, None]
-        tl.store(
-            Out + row * o_row + heads[:, None] * o_head + d[None, :],
-            out.to(Out.dtype.element_ty),
-            mask=head_mask[:, None] & dim_mask[None, :],
-        )
+        store_attention(Out + row * o_row, heads, o_head, d, tile_mask, total, acc)
 
 
 def rows_decode_attention(
