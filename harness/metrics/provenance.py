@@ -19,6 +19,7 @@ Three row columns, each a JSON list (rows hold scalars: ``harness.core.stage.sca
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
@@ -38,6 +39,16 @@ PROVENANCE_COLUMNS = (SNIPPETS, ANSWER_SPANS, POOL)
 _WORD = re.compile(r"\S+")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _word_tokens(word: str) -> tuple[tuple[str, ...], int, int]:
+    """A word's normalised answer tokens and the punctuation characters before and after it. Memoised: the
+    contexts a sweep packs from one pool repeat the same words across packers, budgets and seeds (normalising
+    every word again was most of the time of marking a context's answer spans)."""
+    lead = len(word) - len(word.lstrip(string.punctuation))
+    trail = len(word) - len(word.rstrip(string.punctuation))
+    return tuple(normalize_answer(word).split()), lead, trail
+
+
 def _token_offsets(text: str) -> list[tuple[str, int, int]]:
     """The normalised answer tokens of ``text``, each with the character span of the word it came from.
 
@@ -45,11 +56,10 @@ def _token_offsets(text: str) -> list[tuple[str, int, int]]:
     tokens of the whole text."""
     offsets = []
     for m in _WORD.finditer(text):
-        word = m.group()
+        tokens, lead, trail = _word_tokens(m.group())
         # The span leaves out the punctuation around the word ("Paris," marks "Paris").
-        start = m.start() + len(word) - len(word.lstrip(string.punctuation))
-        end = m.end() - (len(word) - len(word.rstrip(string.punctuation)))
-        offsets.extend((token, start, max(end, start)) for token in normalize_answer(word).split())
+        start, end = m.start() + lead, m.end() - trail
+        offsets.extend((token, start, max(end, start)) for token in tokens)
     return offsets
 
 
