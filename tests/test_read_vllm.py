@@ -339,7 +339,8 @@ def test_two_replicas_give_the_single_engines_answers_in_order(engine, engine_an
         assert answers == engine_answers.answers[:3]
         assert len({w.process.pid for w in replicas.module.backend._workers}) == 2
     finally:
-        replicas.module.backend.close(kill=True)  # a graceful stop is the replaced-reader test's; this one waits
+        # Killed: the graceful stop is the replaced-reader test's to check, and waiting for two of them adds time.
+        replicas.module.backend.close(kill=True)
         replicas.close()
 
 
