@@ -19,6 +19,7 @@ components).
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import logging
 import warnings
@@ -86,6 +87,30 @@ def umap_available() -> bool:
     return importlib.util.find_spec("umap") is not None
 
 
+# UMAP's modules whose numba kernels a fit compiles. umap-learn declares them without ``cache=True``, so every
+# process compiled them again: 11 s before the first tree's first layer, on every harness run that builds one.
+UMAP_KERNEL_MODULES = ("umap.umap_", "umap.utils", "umap.layouts", "umap.distances", "umap.sparse", "umap.spectral")
+
+
+@functools.cache
+def umap_with_cached_kernels():
+    """The ``umap`` module, its numba kernels set to write and load numba's on-disk cache (beside umap's
+    sources, or numba's user-wide cache folder where those are read-only). A kernel is looked up by its
+    source file's time stamp, its argument types and this CPU, so a changed umap or another CPU compiles again."""
+    import numba.core.caching
+    import numba.core.registry
+    import umap  # pyright: ignore[reportMissingImports]
+
+    for name in UMAP_KERNEL_MODULES:
+        module = importlib.import_module(name)
+        for kernel in vars(module).values():
+            if isinstance(kernel, numba.core.registry.CPUDispatcher) and isinstance(
+                kernel._cache, numba.core.caching.NullCache
+            ):
+                kernel.enable_caching()
+    return umap
+
+
 def resolve_reducer(kind: str) -> str:
     if kind == "auto":
         return "umap" if umap_available() else "pca"
@@ -105,9 +130,7 @@ def fit_reducer(embeddings: np.ndarray, dim: int, kind: str, seed: int, n_neighb
     components = reduced_dimension(n, d, dim)
     kind = resolve_reducer(kind)
     if kind == "umap":
-        import umap  # pyright: ignore[reportMissingImports]
-
-        reducer = umap.UMAP(
+        reducer = umap_with_cached_kernels().UMAP(
             n_neighbors=max(2, min(int(n_neighbors), n - 1)),
             n_components=components,
             metric=metric,
