@@ -31,12 +31,12 @@ def brute_force_scores(lm, question: str) -> dict[str, float]:
     scores = {}
     for label in QUESTION_CLASSES:
         reply = tokenizer(CLASS_REPLIES[label], add_special_tokens=False)["input_ids"]
-        total = 0.0
-        for i, token in enumerate(reply):
-            with torch.inference_mode():
-                logits = model(input_ids=torch.tensor([context + reply[:i]])).logits[0, -1].float()
-            total += float(torch.log_softmax(logits, dim=-1)[token])
-        scores[label] = total
+        # One unpadded, uncached forward of prompt and reply: the logits at position p score token p + 1, as a
+        # causal model sees only what precedes it (no batch, padding or KV cache as the classifier uses).
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([context + reply])).logits[0].float()
+        logprobs = torch.log_softmax(logits[len(context) - 1 : -1], dim=-1)
+        scores[label] = float(sum(logprobs[i, token] for i, token in enumerate(reply)))
     return scores
 
 
