@@ -107,6 +107,18 @@ def test_on_a_cpu_the_engine_reads_one_sequence_at_a_time_without_prefix_reuse()
     assert plain["max_num_seqs"] == 1 and plain["enable_prefix_caching"] is False
 
 
+def test_on_a_cpu_the_engine_runs_inside_its_worker_and_a_gpu_engine_keeps_vllms_processes():
+    cpu = VllmGenerator("m", None, 24, "float32")
+    assert cpu._engine_args()["distributed_executor_backend"] == "uni"
+    assert cpu._environments()[0]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    for gpu in (
+        VllmGenerator("m", None, 24, "bfloat16", cuda_devices=1),
+        VllmGenerator("m", None, 24, "bfloat16", VllmSettings(tensor_parallel_size=2), cuda_devices=2),
+    ):
+        assert "distributed_executor_backend" not in gpu._engine_args()
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu._environments()[0]
+
+
 def test_batch_invariant_mode_is_on_where_vllm_documents_it_and_refused_elsewhere():
     assert batch_invariant_mode(None, [(9, 0)]) and batch_invariant_mode(None, [(8, 0), (8, 6)])
     assert not batch_invariant_mode(None, []) and not batch_invariant_mode(None, [(8, 0), (7, 5)])
