@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +72,19 @@ CONF = REPO / "conf"
 from tests.helpers.shared_data import samples_data_dir  # noqa: E402
 
 os.environ["HARNESS_DATA_DIR"] = str(samples_data_dir(REPO / ".cache" / "test-data"))
+
+# The encoders' vectors, one store for every run of the suite (paths.embeddings_dir): a harness process embedding
+# the demo set afresh imported sentence-transformers, loaded MiniLM and encoded, 3 s of its 8. The process that
+# runs the suite makes the folder and its xdist workers inherit it; it is removed when the suite ends. Tests of the
+# cache itself keep the vectors in their runs' own cache folders (`EMBEDDINGS_ENV`).
+EMBEDDINGS_ENV = "HARNESS_EMBEDDINGS_DIR"
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ[EMBEDDINGS_ENV] = tempfile.mkdtemp(prefix="harness-test-embeddings-")
+
+
+def pytest_unconfigure(config) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        shutil.rmtree(os.environ.pop(EMBEDDINGS_ENV, ""), ignore_errors=True)
 
 
 # The tests' reader unless a test names another: the 135M model through transformers, seconds per demo run.

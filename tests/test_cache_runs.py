@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO, TINY_READER
+from tests.conftest import EMBEDDINGS_ENV, REPO, TINY_READER
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,9 @@ def command(run_dir: Path, *overrides: str, read: bool = False) -> list[str]:
 
 
 def environment(cache: Path) -> dict[str, str]:
-    return {**os.environ, "HARNESS_CACHE_DIR": str(cache), "HARNESS_MODELS_DIR": str(MODELS), "WANDB_MODE": "disabled"}
+    """Every store of a run in ``cache``, embeddings included: not in the suite's shared embeddings folder."""
+    inherited = {k: v for k, v in os.environ.items() if k != EMBEDDINGS_ENV}
+    return {**inherited, "HARNESS_CACHE_DIR": str(cache), "HARNESS_MODELS_DIR": str(MODELS), "WANDB_MODE": "disabled"}
 
 
 def run(cache: Path, run_dir: Path, *overrides: str, cwd: Path, read: bool = False) -> str:
