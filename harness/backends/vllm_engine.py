@@ -204,10 +204,9 @@ class VllmGenerator:
 
     @property
     def in_one_process(self) -> bool:
-        """The CPU build's engine runs inside its worker: its engine core and model runner would otherwise
-        each start a process of their own, importing vLLM and torch again (an engine took 30 s to start
-        instead of 14 on one core). On a CPU the engine reads one sequence at a time, so a separate engine
-        core has no GPU work to overlap its scheduling with; GPU readers keep vLLM's processes."""
+        """The CPU build's engine runs inside its worker, not in two more processes importing vLLM and torch
+        again (30 s to start instead of 14 on one core): reading one sequence at a time on a CPU, a separate
+        engine core has no GPU work to overlap its scheduling with. GPU readers keep vLLM's processes."""
         return self.cuda_devices == 0 and self.settings.tensor_parallel_size == 1
 
     def _environments(self) -> list[dict[str, str]]:
