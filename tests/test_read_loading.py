@@ -177,6 +177,21 @@ def test_conversion_writes_a_complete_folder_in_one_step(smollm2_folder, tmp_pat
     assert ensure_offline_model("smollm2", target) == target  # a second call finds it and converts nothing
 
 
+def test_inside_a_conversion_a_gguf_file_is_parsed_once_and_the_library_is_restored_after():
+    import gguf
+
+    from harness.backends.offline_models import gguf_parsed_once, gguf_path
+
+    source = gguf_path("smollm2", MODEL_FOLDER.parent)
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_parsed_once():
+        first = gguf.GGUFReader(source)
+        assert gguf.GGUFReader(str(source)) is first and isinstance(first, reader)
+        llama = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(llama, 30) is gguf.get_tensor_name_map(llama, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+
+
 def test_a_tokenizer_is_loaded_once_per_process_until_its_files_change(smollm2_folder, tmp_path):
     """Sweep jobs in one process build new readers; they share the tokenizer instead of parsing it again."""
     import shutil
