@@ -1,9 +1,9 @@
 """The machine's cores for a test whose processes are meant to run side by side.
 
 Each pytest-xdist worker keeps to its own share of the CPUs (``tests/conftest.py``), and the processes it starts
-inherit that share. A test of two replicas or of two sweeps at once then runs them all on one core, taking twice
-as long as the thing it checks; inside :func:`every_core` the processes it starts get the cores the suite began
-with, as they would on a user's machine."""
+inherit that share. A test of two sweeps at once then runs them both on one core, taking twice as long as the
+thing it checks; inside :func:`every_core` the processes it starts get the cores the suite began with, as they
+would on a user's machine, and compete with the other worker's tests there."""
 
 from __future__ import annotations
 
