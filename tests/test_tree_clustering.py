@@ -181,19 +181,11 @@ def test_trees_reduce_with_umap_by_default_and_the_same_seed_gives_the_same_clus
 def test_umaps_numba_kernels_write_numbas_disk_cache():
     """umap-learn compiles its kernels without ``cache=True``: 11 s in every process that builds a tree."""
     pytest.importorskip("umap")
-    import importlib
-
     import numba.core.caching
-    import numba.core.registry
 
-    from harness.tree.clustering import UMAP_KERNEL_MODULES, umap_with_cached_kernels
+    from harness.tree.clustering import umap_kernels, umap_with_cached_kernels
 
     umap_with_cached_kernels()
-    kernels = [
-        kernel
-        for name in UMAP_KERNEL_MODULES
-        for kernel in vars(importlib.import_module(name)).values()
-        if isinstance(kernel, numba.core.registry.CPUDispatcher)
-    ]
+    kernels = umap_kernels()
     assert len(kernels) > 20
     assert all(isinstance(kernel._cache, numba.core.caching.FunctionCache) for kernel in kernels)

@@ -92,22 +92,25 @@ def umap_available() -> bool:
 UMAP_KERNEL_MODULES = ("umap.umap_", "umap.utils", "umap.layouts", "umap.distances", "umap.sparse", "umap.spectral")
 
 
+def umap_kernels() -> list:
+    """The numba kernels (dispatchers) of ``UMAP_KERNEL_MODULES``."""
+    import numba.core.registry
+
+    modules = [importlib.import_module(name) for name in UMAP_KERNEL_MODULES]
+    return [k for m in modules for k in vars(m).values() if isinstance(k, numba.core.registry.CPUDispatcher)]
+
+
 @functools.cache
 def umap_with_cached_kernels():
     """The ``umap`` module, its numba kernels set to write and load numba's on-disk cache (beside umap's
     sources, or numba's user-wide cache folder where those are read-only). A kernel is looked up by its
     source file's time stamp, its argument types and this CPU, so a changed umap or another CPU compiles again."""
     import numba.core.caching
-    import numba.core.registry
     import umap  # pyright: ignore[reportMissingImports]
 
-    for name in UMAP_KERNEL_MODULES:
-        module = importlib.import_module(name)
-        for kernel in vars(module).values():
-            if isinstance(kernel, numba.core.registry.CPUDispatcher) and isinstance(
-                kernel._cache, numba.core.caching.NullCache
-            ):
-                kernel.enable_caching()
+    for kernel in umap_kernels():
+        if isinstance(kernel._cache, numba.core.caching.NullCache):
+            kernel.enable_caching()
     return umap
 
 
