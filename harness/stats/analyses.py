@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
+from statsmodels.regression.linear_model import OLS
 from statsmodels.stats.multitest import multipletests
+from statsmodels.tools.tools import add_constant
 
 from harness.metrics.registry import ANSWER_IN_CONTEXT, RECALL_AT_K
 from harness.stats.bootstrap import bootstrap_p_value, clustered_bootstrap, paired_bootstrap, percentile_interval
@@ -130,14 +131,14 @@ def incremental_validity(
             )
     groups = pd.factorize(data[cluster])[0]
 
-    base_fit = sm.OLS(y, sm.add_constant(x)).fit()
-    full_fit = sm.OLS(y, sm.add_constant(np.column_stack([x, z]))).fit()
+    base_fit = OLS(y, add_constant(x)).fit()
+    full_fit = OLS(y, add_constant(np.column_stack([x, z]))).fit()
 
     def standardise(v: np.ndarray) -> np.ndarray:
         return (v - v.mean()) / v.std()
 
     # Standardised coefficients; question-clustered errors because a question appears under many policies.
-    std_fit = sm.OLS(standardise(y), sm.add_constant(np.column_stack([standardise(x), standardise(z)]))).fit(
+    std_fit = OLS(standardise(y), add_constant(np.column_stack([standardise(x), standardise(z)]))).fit(
         cov_type="cluster", cov_kwds={"groups": groups}
     )
     std_ci = np.asarray(std_fit.conf_int(alpha=1.0 - confidence))
