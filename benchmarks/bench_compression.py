@@ -4,9 +4,10 @@ Compresses the first N HotpotQA distractor questions (their ten paragraphs, one 
 budget with the harness's LLMLingua packer (LongLLMLingua's question-aware settings over SmolLM2-135M, the
 offline default), once per dtype, without a compression cache, and prints per dtype: seconds per question,
 the mean compressed length in reader tokens, how many fit the budget without truncation, and how many
-compressions equal the first dtype's. ``torch_dtype: auto`` picks bfloat16 only on a CPU with bf16
-instructions (printed in the header), and so does the default ``--dtypes``: elsewhere bf16 is emulated and the
-packer refuses it. Model loading and the first compression are timed apart from the rest.
+compressions equal the first dtype's. The default ``--dtypes`` adds bfloat16 on any CPU with bf16
+instructions (elsewhere bf16 is emulated and the packer refuses it), so that the speed-up line shows which is
+faster there; ``torch_dtype: auto`` picks it only on a CPU with AMX (``compressor_dtype``, printed in the header).
+Model loading and the first compression are timed apart from the rest.
 
     .venv/bin/python benchmarks/bench_compression.py --questions 8 --budget 160
 """
@@ -26,7 +27,7 @@ from harness.backends.precision import cpu_dtype, cpu_flags, cpu_kind
 from harness.core.threads import available_cpus
 from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
-from harness.pack.llmlingua import LLMLinguaPacker
+from harness.pack.llmlingua import LLMLinguaPacker, compressor_dtype
 from harness.text.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,8 +76,9 @@ def main() -> None:
     records = json.loads(args.data.read_text(encoding="utf-8"))[: args.questions]
     batch = requests(records, tokens, args.budget)
     print(
-        f"CPU kind {cpu_kind(flags)} ({threads} threads; dtype auto = {cpu_dtype(flags)}); {len(batch)} questions "
-        f"of {args.data.name}, B = {args.budget} reader tokens ({READER} tokenizer), LongLLMLingua over SmolLM2-135M"
+        f"CPU kind {cpu_kind(flags)} ({threads} threads; dtype auto = {compressor_dtype(flags)}); "
+        f"{len(batch)} questions of {args.data.name}, B = {args.budget} reader tokens ({READER} tokenizer), "
+        "LongLLMLingua over SmolLM2-135M"
     )
     figures, first_texts = [], None
     for dtype in dtypes:

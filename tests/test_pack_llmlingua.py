@@ -14,13 +14,14 @@ import llmlingua.prompt_compressor as llmlingua_module
 import numpy as np
 import pytest
 
-from harness.backends.precision import cpu_dtype, cpu_flags
+from harness.backends.precision import cpu_flags
 from harness.core.types import Example, Pool, Snippet
 from harness.pack.base import PackingRequest
 from harness.pack.llmlingua import (
     LLMLinguaPacker,
     ReaderEncoding,
     attributed_sources,
+    compressor_dtype,
     load_prompt_compressor,
 )
 from harness.text.tokens import TokenCounter
@@ -95,6 +96,7 @@ def test_llmlingua2_rejects_a_path_without_a_supported_backbone():
 
 AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
 AVX2 = frozenset({"avx2", "fma"})
+AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_bf16"})  # an AVX-512 bf16 CPU without AMX (Zen 4)
 
 
 def test_dtype_auto_is_bf16_only_where_the_cpu_computes_it(monkeypatch, tokens):
@@ -115,6 +117,11 @@ def test_dtype_auto_is_bf16_only_where_the_cpu_computes_it(monkeypatch, tokens):
     assert avx2.model_config["torch_dtype"] == "float32" and avx2.numerics == "float32|cpu"
     with pytest.raises(ValueError, match=r"torch_dtype=bf16 on a avx2 CPU without bf16 instructions"):
         LLMLinguaPacker(model_config={"torch_dtype": "bf16"})
+    # bf16 instructions without AMX: float32, the faster there; bf16 stays available when asked for.
+    monkeypatch.setattr(module, "cpu_flags", lambda: AVX512_BF16)
+    assert LLMLinguaPacker(models_dir="/nonexistent").numerics == "float32|cpu"
+    asked = LLMLinguaPacker(models_dir="/nonexistent", model_config={"torch_dtype": "bfloat16"})
+    assert asked.numerics == "bfloat16|cpu=avx512_bf16"
 
     # float32 is float32 on any CPU: one key; bf16 compressions are kept apart from float32 ones
     request, contexts = make_request(tokens, 40), ["a", "b"]
@@ -258,7 +265,7 @@ def run_harness(tmp_path, *arguments: str):
     )  # fmt: skip
 
 
-BF16_COMPRESSOR = cpu_dtype(cpu_flags()) == "bfloat16"
+BF16_COMPRESSOR = compressor_dtype(cpu_flags()) == "bfloat16"
 # At B = 96 llmlingua 0.2.2 raises an IndexError for FAILING at the targets 58 and 66 (compressor in bf16).
 LIBRARY_FAILS_AT = (58, 66)
 

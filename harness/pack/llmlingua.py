@@ -19,9 +19,9 @@ the target lowered by the overshoot (up to ``max_attempts`` runs), and truncated
 Text that already fits the budget is passed through uncompressed.
 
 Precision: ``model_config.torch_dtype: auto`` runs LLMLingua-1's language model in the dtype the machine
-computes fastest (``harness.backends.precision``: bfloat16 on a CPU with bf16 instructions, 2.5x faster than
-float32 on an AMX CPU; float32 elsewhere) and LLMLingua-2 in float32, since llmlingua converts the
-classifier's scores with ``.numpy()``, which rejects bfloat16. The compression cache key holds the chosen
+computes it fastest in (:func:`compressor_dtype`: bfloat16 on a GPU that computes it and on a CPU with AMX,
+float32 on other CPUs) and LLMLingua-2 in float32, since llmlingua converts the classifier's scores with
+``.numpy()``, which rejects bfloat16. The compression cache key holds the chosen
 dtype and, for bf16 on a CPU, the CPU kind: perplexities, hence the words kept, differ between numerics.
 
 The output is one new snippet, the compressed text, not one of the request's. Its ``source_ids`` are
@@ -37,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness.backends.precision import BF16_CPU_FLAGS, cpu_dtype, cpu_flags, cpu_kind, machine_dtype
+from harness.backends.precision import BF16_CPU_FLAGS, cpu_flags, cpu_kind, machine_dtype
 from harness.cache import TextStore, stable_hash
 from harness.cache.fingerprint import code_fingerprint
 from harness.core.protocols import TokenMeasure
@@ -78,6 +78,17 @@ LLMLINGUA2_DEFAULTS: dict[str, Any] = {
 # its iteration windows fall, so a slightly larger target holds; the text is then trimmed to the budget like any
 # overshoot.
 LIBRARY_RETRIES = 8
+
+
+def compressor_dtype(flags: frozenset[str]) -> str:
+    """``auto``'s dtype for LLMLingua-1's language model on a CPU with these flags. Not the readers' choice
+    (:func:`harness.backends.precision.cpu_dtype`, bf16 wherever the CPU has bf16 instructions): on a 2-core
+    AMX Xeon, SmolLM2-135M compressed a question 2.6x faster in bf16 than in float32, but with bf16 matmuls
+    kept off AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``, the path of an AVX-512 bf16 CPU without AMX) it
+    took 16.1 s against float32's 12.8 s on one core (``benchmarks/bench_compression.py``)."""
+    return "bfloat16" if "amx_bf16" in flags else "float32"
+
+
 RETRY_GROWTH = 1.125
 
 
@@ -240,7 +251,7 @@ class LLMLinguaPacker(Packer):
         on_cpu = not str(self.device).startswith("cuda")
         flags = cpu_flags()
         if dtype == "auto":
-            dtype = "float32" if self.use_llmlingua2 else (cpu_dtype(flags) if on_cpu else machine_dtype())
+            dtype = "float32" if self.use_llmlingua2 else (compressor_dtype(flags) if on_cpu else machine_dtype())
         elif dtype in BF16 and self.use_llmlingua2:
             raise ValueError(
                 f"packer {self.name!r}: packer.model_config.torch_dtype={dtype} with LLMLingua-2: llmlingua reads "
