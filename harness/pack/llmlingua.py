@@ -71,15 +71,6 @@ LLMLINGUA2_DEFAULTS: dict[str, Any] = {
 }
 
 
-# llmlingua 0.2.2's iterative compression fails on some inputs at some targets: with LongLLMLingua's
-# condition_compare its get_compressed_input indexes the context-only ids with a mask one token off ("IndexError:
-# The shape of the mask [168] at index 0 does not match the shape of the indexed tensor [169]"; HotpotQA question
-# 5ab3e45655429976abd1bcd4 at B = 96; docs/benchmarks.md reproduces it). Which target trips it depends on where
-# its iteration windows fall, so a slightly larger target holds; the text is then trimmed to the budget like any
-# overshoot.
-LIBRARY_RETRIES = 8
-
-
 def compressor_dtype(flags: frozenset[str]) -> str:
     """``auto``'s dtype for LLMLingua-1's language model on a CPU with these flags. Not the readers' choice
     (:func:`harness.backends.precision.cpu_dtype`, bf16 wherever the CPU has bf16 instructions): on a 2-core
@@ -89,6 +80,13 @@ def compressor_dtype(flags: frozenset[str]) -> str:
     return "bfloat16" if "amx_bf16" in flags else "float32"
 
 
+# llmlingua 0.2.2's iterative compression fails on some inputs at some targets: with LongLLMLingua's
+# condition_compare its get_compressed_input indexes the context-only ids with a mask one token off ("IndexError:
+# The shape of the mask [168] at index 0 does not match the shape of the indexed tensor [169]"; HotpotQA question
+# 5ab3e45655429976abd1bcd4 at B = 96; docs/benchmarks.md reproduces it). Which target trips it depends on where
+# its iteration windows fall, so a slightly larger target holds; the text is then trimmed to the budget like any
+# overshoot.
+LIBRARY_RETRIES = 8
 RETRY_GROWTH = 1.125
 
 
