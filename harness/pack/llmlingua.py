@@ -77,7 +77,7 @@ def compressor_dtype(flags: frozenset[str]) -> str:
     AMX Xeon, SmolLM2-135M compressed a question 2.6x faster in bf16 than in float32, but with bf16 matmuls
     kept off AMX (``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16``, the path of an AVX-512 bf16 CPU without AMX) it
     took 16.1 s against float32's 12.8 s on one core (``benchmarks/bench_compression.py``)."""
-    return "bfloat16" if "amx_bf16" in flags else "float32"
+    return "bfloat16" if cpu_kind(flags) == "amx" else "float32"
 
 
 # llmlingua 0.2.2's iterative compression fails on some inputs at some targets: with LongLLMLingua's
