@@ -179,6 +179,18 @@ def test_a_format_record_is_refused_when_incomplete():
         DatasetFormat(layout="auto", looks="x", default_name="x", parse=lambda *a, **k: None)
 
 
+def test_a_format_without_a_default_name_names_its_examples_after_its_layout():
+    unnamed = DatasetFormat(layout="toyqa", looks="x", parse=lambda *a, **k: None)
+    assert unnamed.dataset_name(Path("toy.json"), {}) == "toyqa"
+    named = DatasetFormat(layout="toyqa", looks="x", default_name=lambda path, options: path.stem, parse=print)
+    assert named.dataset_name(Path("dev_toy.json"), {}) == "dev_toy"
+    assert [formats()[layout].dataset_name(Path("x"), {}) for layout in ("expertqa", "ragbench", "musique")] == [
+        "expertqa",
+        "ragbench",
+        "musique",
+    ]
+
+
 def test_the_packaged_formats_register_in_detection_order():
     assert tuple(formats())[: len(PACKAGED)] == PACKAGED
     assert harness.data.LAYOUTS[: len(PACKAGED) + 1] == ("auto", *PACKAGED)

@@ -24,7 +24,6 @@ FORMAT = register_format(
     DatasetFormat(
         layout="demo",
         looks="the packaged demo set, in HotpotQA distractor layout",
-        default_name="demo",
         parse=hotpotqa.parse_record,  # the distractor setting, HotpotQA's default: the demo takes no setting
         id_field=hotpotqa.ID_FIELD,
         packaged=demo_file,

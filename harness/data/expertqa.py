@@ -176,7 +176,6 @@ FORMAT = register_format(
     DatasetFormat(
         layout="expertqa",
         looks="ExpertQA: question, answers {system: ...}",
-        default_name="expertqa",
         parse=parse_record,
         id_field=ID_FIELD,
         skip_reason=skip_reason,

@@ -68,7 +68,7 @@ class DatasetFormat:
 
     ``layout``: the name ``layout=`` takes. ``looks``: what a file of it looks like, for messages.
     ``default_name``: ``Example.dataset`` when no name is given, a string or a function of the path
-    and the options given. ``default_split``: the split when none is given, from the path.
+    and the options given (unset: the layout's name). ``default_split``: the split when none is given, from the path.
     ``options``: the keyword options the layout takes beyond name and split (``setting``,
     ``source``, ``chunk_tokens``, ...); another layout's option is refused. ``check_options`` checks
     the options given before any file is read. ``configs``: the dataset configs of the layout, named
@@ -83,7 +83,7 @@ class DatasetFormat:
 
     layout: str
     looks: str
-    default_name: str | Callable[[Path, Mapping[str, Any]], str]
+    default_name: str | Callable[[Path, Mapping[str, Any]], str] | None = None
     parse: Callable[..., Example] | None = None
     load: Callable[..., list[Example]] | None = None
     id_field: str | None = None
@@ -118,6 +118,8 @@ class DatasetFormat:
 
     def dataset_name(self, path: Path, options: Mapping[str, Any]) -> str:
         """``Example.dataset`` when no name is given."""
+        if self.default_name is None:
+            return self.layout
         return self.default_name if isinstance(self.default_name, str) else self.default_name(path, options)
 
     def record_identity(self) -> Identity:
@@ -139,8 +141,8 @@ def register_format(record: DatasetFormat) -> DatasetFormat:
 
     Example::
 
-        register_format(DatasetFormat(layout="toyqa", looks="ToyQA: qid, ask, reply", default_name="toyqa",
-                                      parse=parse_record, id_field="qid", detect_record=has_keys("qid", "ask")))
+        register_format(DatasetFormat(layout="toyqa", looks="ToyQA: qid, ask, reply", parse=parse_record,
+                                      id_field="qid", detect_record=has_keys("qid", "ask")))
     """
     if not isinstance(record, DatasetFormat):
         raise TypeError(f"expected a DatasetFormat, got {type(record).__name__}")

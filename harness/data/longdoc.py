@@ -102,7 +102,6 @@ def long_document_format(
         DatasetFormat(
             layout=layout,
             looks=looks,
-            default_name=layout,
             load=chunked(read),
             options=(*CHUNK_OPTIONS, *options),
             **fields,

@@ -96,7 +96,6 @@ FORMAT = register_format(
     DatasetFormat(
         layout="musique",
         looks="MuSiQue: id, paragraphs, question_decomposition",
-        default_name="musique",
         parse=parse_record,
         id_field=ID_FIELD,
         detect_record=has_keys("paragraphs", "question_decomposition"),

@@ -115,7 +115,6 @@ FORMAT = register_format(
     DatasetFormat(
         layout="ragbench",
         looks="RAGBench: a Parquet file, or id, question, documents_sentences, all_relevant_sentence_keys, response",
-        default_name="ragbench",
         parse=parse_record,
         id_field=ID_FIELD,
         read=read_rows,
