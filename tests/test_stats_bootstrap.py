@@ -146,11 +146,11 @@ def test_summarize_columns():
         summarize_columns(df, ["em", "rouge"])
 
 
-def test_summarize_columns_resampled_together_equal_one_column_at_a_time():
-    """Columns sharing their missing rows share one scipy call (and its draws): each interval is the one
-    bootstrap_mean_ci gives the column alone, to rounding."""
+@pytest.mark.parametrize("n", [57, 3001])  # 3001 rows: 700 resamples come in two of scipy's batches
+def test_summarize_columns_resampled_together_equal_one_column_at_a_time(n):
+    """Columns with as many non-missing rows share one set of draws: each interval is the one scipy's
+    bootstrap (bootstrap_mean_ci) gives the column alone, to rounding."""
     rng = np.random.default_rng(3)
-    n = 57
     frame = pd.DataFrame({f"m{i}": rng.random(n) for i in range(6)})  # six columns, one mask: two calls
     frame["binary"] = rng.integers(0, 2, n).astype(float)
     frame["holes"] = np.where(rng.random(n) < 0.3, np.nan, rng.random(n))

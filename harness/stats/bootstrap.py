@@ -2,7 +2,8 @@
 resampling helpers every analysis and report section draws on.
 
 Plain and paired resampling go through :func:`scipy.stats.bootstrap` (percentile method, which
-stays finite on constant data). Resampling whole clusters of rows, i.e. all rows of one question
+stays finite on constant data); a run summary's columns (:func:`summarize_columns`) make scipy's draws once
+and take every column's resampled means as one matrix product. Resampling whole clusters of rows, i.e. all rows of one question
 together, has no library counterpart and is written here, vectorised for the mean
 (:func:`clustered_bootstrap`; per-group means with one shared set of draws:
 :func:`grouped_clustered_mean_ci`). :func:`percentile_interval` and :func:`bootstrap_p_value` read an
@@ -24,8 +25,6 @@ from scipy import stats
 
 # Resampled arrays are built in batches of about this many elements (per column) to bound memory.
 _BATCH_ELEMENTS = 2_000_000
-# summarize_columns resamples at most this many columns in one call: a few times _BATCH_ELEMENTS at once.
-_COLUMNS_PER_CALL = 4
 # scipy >= 1.15 takes the generator as `rng`; older releases (the declared floor is 1.11) as `random_state`.
 _SCIPY_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
@@ -300,29 +299,48 @@ def clustered_mean_ci(
     return {c: (float(row[c]), float(row[f"{c}_ci_low"]), float(row[f"{c}_ci_high"])) for c in columns}
 
 
+def _resampled_means(sample: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The bootstrap distribution of each row's mean (rows x n_resamples), from the draws scipy's
+    :func:`_percentile_bootstrap` makes for a sample of this length and seed: the same generator, batches and
+    index arrays. Each batch's draws become a count per (resample, value), so the means of every row are one
+    matrix product rather than a gathered copy of the sample per row (a run summary's dozen columns cost about
+    what one did)."""
+    n = sample.shape[-1]
+    rng = np.random.default_rng(seed)
+    batch = max(1, _BATCH_ELEMENTS // n)
+    means = []
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        drawn = rng.integers(0, n, (size, n))
+        flat = (drawn + (np.arange(size) * n)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=size * n).reshape(size, n).astype(float)
+        means.append(sample @ counts.T / n)
+    return np.concatenate(means, axis=-1)
+
+
 def summarize_columns(df: pd.DataFrame, columns: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """One row per metric column: its NaN-ignoring mean, bootstrap interval and number of non-NaN rows."""
+    """One row per metric column: its NaN-ignoring mean, bootstrap interval and number of non-NaN rows.
+
+    Each interval is the one :func:`bootstrap_mean_ci` gives the column alone (the same draws, to rounding):
+    columns with the same number of non-missing rows share one set of draws, as separate scipy calls with
+    one seed would."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise KeyError(f"columns not in the results frame: {missing}")
     _check_resampling_args(n_resamples)
     values = {column: pd.to_numeric(df[column], errors="raise").to_numpy(dtype=float) for column in columns}
-    # Columns with the same missing rows are resampled together (one scipy call, the same draws that a
-    # call per column makes), a few at a time to bound the resampled array's memory.
-    by_mask: dict[bytes, list[str]] = {}
+    by_length: dict[int, list[str]] = {}
     for column, array in values.items():
-        by_mask.setdefault(np.isnan(array).tobytes(), []).append(column)
+        by_length.setdefault(int(np.count_nonzero(~np.isnan(array))), []).append(column)
     figures: dict[str, tuple[float, float, float]] = {}
-    for group in by_mask.values():
-        for start in range(0, len(group), _COLUMNS_PER_CALL):
-            chunk = group[start : start + _COLUMNS_PER_CALL]
-            sample = np.stack([_non_nan_values(values[c]) for c in chunk])
-            if sample.shape[1] < 2:  # nothing to resample (bootstrap_mean_ci's NaN cases)
-                figures.update({c: bootstrap_mean_ci(values[c], n_resamples, seed=seed) for c in chunk})
-                continue
-            interval = _percentile_bootstrap(sample, n_resamples, 0.95, seed).confidence_interval
-            for row, column in enumerate(chunk):
-                figures[column] = (float(sample[row].mean()), float(interval.low[row]), float(interval.high[row]))
+    for length, group in by_length.items():
+        if length < 2:  # nothing to resample (bootstrap_mean_ci's NaN cases)
+            figures.update({c: bootstrap_mean_ci(values[c], n_resamples, seed=seed) for c in group})
+            continue
+        sample = np.stack([_non_nan_values(values[c]) for c in group])
+        low, high = np.quantile(_resampled_means(sample, n_resamples, seed), [0.025, 0.975], axis=-1)
+        for row, column in enumerate(group):
+            figures[column] = (float(sample[row].mean()), float(low[row]), float(high[row]))
     rows = [
         {
             "metric": column,
