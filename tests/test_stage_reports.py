@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 
@@ -81,6 +82,44 @@ def test_the_journal_keeps_json_strings_and_flattens_containers():
     with pytest.raises(TypeError, match="row column 'pack.model'"):
         normalise_row({"question_id": "q", "pack.model": object()})
     assert scalar((1, 2)) == "[1, 2]"
+
+
+def test_a_normalised_row_is_what_its_json_round_trip_gives_back():
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Label(str):
+        pass
+
+    row = {
+        "none": None,
+        "flag": True,
+        "np_flag": np.bool_(False),
+        "count": 3,
+        "np_count": np.int64(-4),
+        "enum": Level.HIGH,
+        "ratio": 2.5,
+        "np_ratio": np.float32(0.1),
+        "inf": float("inf"),
+        "minus_inf": -math.inf,
+        "nan": float("nan"),
+        "np_nan": np.float64("nan"),
+        "text": "café",
+        "label": Label("a label"),
+        "surrogate": "\ud800",
+        "list": [1, float("nan")],
+        "tuple": (1, "b"),
+        "dict": {"a": np.int32(1)},
+        "array": np.arange(3),
+    }
+    flat = {k: scalar(v) for k, v in row.items()}
+    by_round_trip = json.loads(json.dumps(flat, default=lambda v: v.item(), allow_nan=True))
+    normalised = normalise_row(row)
+    assert list(normalised) == list(by_round_trip)
+    for column, expected in by_round_trip.items():
+        got = normalised[column]
+        assert type(got) is type(expected), column
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), column
 
 
 # ---- fit_to_budget -----------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ class RowBuilder:
     components: dict[str, str] = field(default_factory=dict)  # tree, diversifier, packer and reader names
     scorers: tuple = field(init=False)
     answer_scorer: str = field(init=False)
+    # run_columns by the choices they were built from: the same for every row of a job, and reading the
+    # config's values through OmegaConf for each of tens of thousands of rows was a sweep's largest row cost.
+    _run_columns: dict[tuple, dict[str, Any]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scorers = check_scorers(self.cfg.dataset.get("scorers"))
@@ -102,6 +105,12 @@ class RowBuilder:
         }
 
     def run_columns(self, choices: dict[str, str]) -> dict[str, Any]:
+        key = (tuple(choices.items()), tuple(self.components.items()))
+        if key not in self._run_columns:
+            self._run_columns[key] = self._build_run_columns(choices)
+        return self._run_columns[key]
+
+    def _build_run_columns(self, choices: dict[str, str]) -> dict[str, Any]:
         cfg, names = self.cfg, self.components
         return {
             "retriever": choices.get("retriever", ""),

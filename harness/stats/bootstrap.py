@@ -3,8 +3,8 @@ resampling helpers every analysis and report section draws on.
 
 Plain and paired resampling go through :func:`scipy.stats.bootstrap` (percentile method, which
 stays finite on constant data); a run summary's columns (:func:`summarize_columns`) make scipy's draws once
-and take every column's resampled means as one matrix product. Resampling whole clusters of rows, i.e. all rows of one question
-together, has no library counterpart and is written here, vectorised for the mean
+and take every column's resampled means as one matrix product. Resampling whole clusters of rows, i.e.
+all rows of one question together, has no library counterpart and is written here, vectorised for the mean
 (:func:`clustered_bootstrap`; per-group means with one shared set of draws:
 :func:`grouped_clustered_mean_ci`). :func:`percentile_interval` and :func:`bootstrap_p_value` read an
 interval and a two-sided p-value off any bootstrap distribution.
