@@ -188,6 +188,15 @@ def test_rows_from_before_provenance_log_their_plain_context(tmp_path):
     assert 'class="context plain"' in fragment and "a &lt;b&gt; context" in fragment
 
 
+def test_a_disabled_logger_records_nothing_and_never_loads_wandb(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # any `import wandb` now raises ImportError
+    rows = packing_rows(2, "packed", 96, 42, "tiny-135m")
+    WandbLogger(mode="disabled").log_run(compose_cfg([]), rows, {"metrics": {}, "n_questions": 2}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ImportError):
+        WandbLogger(mode="offline").log_run(compose_cfg([]), rows, {"metrics": {}, "n_questions": 2}, tmp_path)
+
+
 def synthetic_sweep(root: Path) -> Path:
     frames = [
         with_provenance(packing_rows(12, packer, budget, 42, "tiny-135m"))

@@ -81,6 +81,8 @@ class WandbLogger:
         self.log_context = log_context
 
     def log_run(self, cfg: DictConfig, rows: pd.DataFrame, summary: dict, output_dir: Path) -> None:
+        if self.mode == "disabled":  # W&B would record nothing: skip its import, start-up and the question table
+            return
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")

@@ -21,12 +21,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 # Resampled arrays are built in batches of about this many elements (per column) to bound memory.
 _BATCH_ELEMENTS = 2_000_000
-# scipy >= 1.15 takes the generator as `rng`; older releases (the declared floor is 1.11) as `random_state`.
-_SCIPY_RNG_KEYWORD = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 def _check_resampling_args(n_resamples: int, confidence: float | None = None) -> None:
@@ -47,6 +44,11 @@ def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: floa
     """scipy's percentile bootstrap of the mean along the last axis. A 2-D sample (one row per column of
     results, all of one length) shares the draws: each row's interval equals that of a call on the row
     alone, since the batches depend on the row length only."""
+    # Imported here: scipy.stats takes half a second, and a run's summary (summarize_columns) never calls it.
+    from scipy import stats
+
+    # scipy >= 1.15 takes the generator as `rng`; older releases (the declared floor is 1.11) as `random_state`.
+    rng_keyword = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
     return stats.bootstrap(
         (sample,),
         np.mean,
@@ -56,7 +58,7 @@ def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: floa
         vectorized=True,
         axis=-1,
         batch=max(1, _BATCH_ELEMENTS // sample.shape[-1]),
-        **{_SCIPY_RNG_KEYWORD: np.random.default_rng(seed)},
+        **{rng_keyword: np.random.default_rng(seed)},
     )
 
 
