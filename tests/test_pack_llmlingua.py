@@ -278,9 +278,11 @@ def test_llmlingua_packs_within_budget_at_96_and_128_on_hotpotqa_questions(tmp_p
 
     import pandas as pd
 
-    three = tmp_path / "three.txt"
-    three.write_text(f"{FAILING}\n5a8c7595554299585d9e36b6\n5ae6050f55429929b0807a5e\n")
-    sweep = run_harness(tmp_path, "-m", f"dataset.question_ids_file={three}", "budget=96,128",
+    # Two questions: the compressor's forward passes are most of the test, and on a CPU without AMX they run
+    # in float32 at about 2.6x the AMX machine's bf16 time (docs/benchmarks.md).
+    two = tmp_path / "two.txt"
+    two.write_text(f"{FAILING}\n5a8c7595554299585d9e36b6\n")
+    sweep = run_harness(tmp_path, "-m", f"dataset.question_ids_file={two}", "budget=96,128",
                         f"hydra.sweep.dir={tmp_path / 's'}")  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     budgets = []
@@ -288,7 +290,7 @@ def test_llmlingua_packs_within_budget_at_96_and_128_on_hotpotqa_questions(tmp_p
         rows = pd.read_parquet(job)
         budget = int(rows["budget"].iloc[0])
         budgets.append(budget)
-        assert len(rows) == 3 and (rows["context_tokens"] <= budget).all() and (rows["context_tokens"] > 0).all()
+        assert len(rows) == 2 and (rows["context_tokens"] <= budget).all() and (rows["context_tokens"] > 0).all()
         if budget == 96 and BF16_COMPRESSOR:
             held = rows.set_index("question_id").loc[FAILING]
             targets = json.loads(held["pack.target_tokens"])
