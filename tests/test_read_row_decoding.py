@@ -85,14 +85,14 @@ def smollm2(
 
 
 def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
-    """In the machine's dtype (float32: tests/test_read_batch_invariance.py)."""
+    """In the machine's dtype, one row wide: the library's shapes (each prompt prefilled alone, one row a decoding
+    step), read as the GPU reads the chosen tokens, five steps at a time. Wider rows equal the library's batch-1
+    answers in float32 (tests/test_read_batch_invariance.py) but not with every CPU's bf16 kernels: with bf16
+    matmuls kept off AMX, as on AVX-512 CPUs without it, 1 of these 6 answers differed at 4 rows."""
     dtype = machine_dtype()
     requests = hotpot_prompts(6)
-    rows = smollm2(dtype, "rows", 4, tmp_path / "rows").responses(requests)
     library = smollm2(dtype, "generate", 1, tmp_path / "generate").responses(requests)
-    assert rows == library
-    # The GPU's way of reading the chosen tokens, five decoding steps at a time: the same answers.
-    assert smollm2(dtype, "rows", 4, tmp_path / "runs", sync_every=5).responses(requests) == rows
+    assert smollm2(dtype, "rows", 1, tmp_path / "runs", sync_every=5).responses(requests) == library
 
 
 def test_decoding_steps_read_by_the_host_in_runs_give_the_answers_of_one_step_at_a_time():
