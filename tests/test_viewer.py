@@ -24,12 +24,11 @@ SCREENSHOTS = REPO / "outputs" / "test-screenshots"
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
-    """Three packers on the demo set at a budget tight enough that they pack different contexts."""
+    """Three packers on the demo set at a budget tight enough that they pack different contexts, read with short
+    answers (the viewer shows them; what is checked is the contexts)."""
     root = tmp_path_factory.mktemp("viewer")
-    result = run_cli(
-        ["-m", "packer=packed,submod,focused", "budget=64", "logger=none", f"hydra.sweep.dir={root / 'sweep'}"],
-        cache_dir=root / "cache",
-    )
+    sweep = ["-m", "packer=packed,submod,focused", "budget=64", "reader.max_new_tokens=8", "logger=none"]
+    result = run_cli([*sweep, f"hydra.sweep.dir={root / 'sweep'}"], cache_dir=root / "cache")
     assert result.returncode == 0, result.stderr[-3000:]
     return root / "sweep"
 
