@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from packaging.requirements import Requirement
@@ -43,6 +42,7 @@ def declared_floors() -> dict[str, Requirement]:
     return {r.name.lower(): r for r in requirements if r.name.lower() in FLOOR_PACKAGES and r.marker is None}
 
 
+@cache  # what is installed does not change while a process runs its sweep's jobs
 def installed_version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -88,8 +88,11 @@ def kernels_problems(cfg: DictConfig, cache: Path | None = None) -> list[str]:
     reader = cfg.get("reader")
     if not isinstance(reader, DictConfig):
         return []
-    settings: Any = OmegaConf.to_container(reader, resolve=True)
-    if settings.get("kernels") is not True or not _hub_offline() or cached_kernel_repos(cache):
+    if (
+        OmegaConf.select(reader, "kernels", default=None) is not True
+        or not _hub_offline()
+        or cached_kernel_repos(cache)
+    ):
         return []
     return [
         "reader.kernels=true asks for transformers' hub kernels (kernels-community/...), but the hub is offline "
