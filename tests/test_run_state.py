@@ -51,23 +51,6 @@ def test_line_without_question_id_is_dropped_not_a_key_error(tmp_path, caplog):
     assert journal.path.read_text().splitlines() == [json.dumps(row("q1", 0.5))]
 
 
-def test_rows_journaled_with_shared_columns_are_the_merged_rows_to_the_byte(tmp_path):
-    shared = {"cfg.packer": "submod", "cfg.budget": 96, "cfg.weights": "[0.5, NaN]", "cfg.none": None}
-    rows = [
-        row("q0", 0.25),
-        {"question_id": "q1", "f1": float("nan"), "note": 'a "quoted" café'},
-        {"question_id": "q2", "cfg.budget": 128, "f1": 1.0},  # a column in both: the shared value, the row's place
-    ]
-    journal = RowJournal(tmp_path, "key")
-    journal.append(rows, shared=shared)
-    merged = [{**r, **shared} for r in rows]
-    assert journal.path.read_text() == "".join(json.dumps(m) + "\n" for m in merged)
-    loaded = journal.load()
-    assert [list(loaded[m["question_id"]]) for m in merged] == [list(m) for m in merged]
-    journal.append([{}], shared=shared)  # no own columns (no question id: dropped on load, as before)
-    assert journal.path.read_text().splitlines()[-1] == json.dumps(shared)
-
-
 def test_torn_tail_is_dropped_and_healed(tmp_path):
     full = json.dumps(row("q0", 0.0)).encode() + b"\n"
     journal = journal_with(tmp_path, full + b'{"question_id": "q1", "f')

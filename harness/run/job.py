@@ -93,12 +93,12 @@ def run(
     for start in tqdm(range(0, len(todo), chunk), desc="read", disable=len(todo) <= chunk, delay=PROGRESS_DELAY):
         items = todo[start : start + chunk]
         responses = pipeline.read(items) if flags.read else [{"answer": None, "raw": None}] * len(items)
-        own = [
-            normalise_row(rows_of.row(item, r["answer"], r["raw"], choices, {}))
+        fresh = [
+            {**normalise_row(rows_of.row(item, r["answer"], r["raw"], choices, {})), **config}
             for item, r in zip(items, responses, strict=False)
         ]
-        journal.append(own, shared=config)
-        done.update((r["question_id"], {**r, **config}) for r in own)
+        journal.append(fresh)
+        done.update((r["question_id"], r) for r in fresh)
     if flags.read:
         generated = pipeline.counters()["reader_prompts_generated"]
         fresh_note = "" if generated is None else f", {generated} generated (the rest cached)"

@@ -80,12 +80,10 @@ class RowJournal:
             atomic_write_bytes(self.path, b"".join(line + b"\n" for line in kept))
         return rows
 
-    def append(self, rows: list[dict], shared: dict | None = None) -> None:
-        """Journal ``rows``, each followed by the ``shared`` columns (a job's config columns, the same in every
-        row and most of its width): each line is ``json.dumps({**row, **shared})``, the shared part encoded once."""
+    def append(self, rows: list[dict]) -> None:
         if not rows:
             return
-        payload = "".join(line + "\n" for line in _lines(rows, shared or {}))
+        payload = "".join(json.dumps(r, default=_json_default, allow_nan=True) + "\n" for r in rows)
         # Heal a torn tail from a killed writer so the next line starts cleanly.
         if self.path.exists() and self.path.stat().st_size:
             with open(self.path, "rb") as handle:
@@ -97,22 +95,6 @@ class RowJournal:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-
-
-def _lines(rows: list[dict], shared: dict) -> list[str]:
-    def dumps(value: dict) -> str:
-        return json.dumps(value, default=_json_default, allow_nan=True)
-
-    tail = dumps(shared)[1:]  # '"key": value, ...}': the shared columns after a row's own
-    lines = []
-    for row in rows:
-        if not shared or shared.keys() & row.keys():  # a column in both: the merged dict decides its place
-            lines.append(dumps({**row, **shared}))
-        elif not row:
-            lines.append("{" + tail)
-        else:
-            lines.append(dumps(row)[:-1] + ", " + tail)
-    return lines
 
 
 def normalise_row(row: dict) -> dict:
