@@ -57,7 +57,7 @@ def _percentile_bootstrap(sample: np.ndarray, n_resamples: int, confidence: floa
         method="percentile",
         vectorized=True,
         axis=-1,
-        batch=max(1, _BATCH_ELEMENTS // sample.shape[-1]),
+        batch=_resample_batch(sample.shape[-1]),
         **{rng_keyword: np.random.default_rng(seed)},
     )
 
@@ -138,12 +138,27 @@ def paired_bootstrap(
     }
 
 
+def _resample_batch(n: int) -> int:
+    """Resamples drawn at once for ``n`` values: scipy's ``batch`` here, so the draws below are scipy's."""
+    return max(1, _BATCH_ELEMENTS // n)
+
+
 def _cluster_draws(n_clusters: int, n_resamples: int, seed: int):
-    """Yield batches of resampled cluster codes, shape (batch, n_clusters); same stream for every statistic."""
+    """Yield batches of resampled cluster codes, shape (batch, n_clusters); same stream for every statistic, and
+    for ``n_clusters`` single values the index arrays scipy's bootstrap draws with this seed."""
     rng = np.random.default_rng(seed)
-    batch = max(1, _BATCH_ELEMENTS // n_clusters)
+    batch = _resample_batch(n_clusters)
     for start in range(0, n_resamples, batch):
         yield rng.integers(0, n_clusters, size=(min(batch, n_resamples - start), n_clusters))
+
+
+def _draw_counts(n_clusters: int, n_resamples: int, seed: int):
+    """:func:`_cluster_draws` as counts, shape (batch, n_clusters): how often each cluster is drawn in each
+    resample, so a resample's sum over the data is a matrix product."""
+    for draws in _cluster_draws(n_clusters, n_resamples, seed):
+        offsets = np.arange(draws.shape[0])[:, None] * n_clusters
+        counts = np.bincount((draws + offsets).ravel(), minlength=draws.shape[0] * n_clusters)
+        yield counts.reshape(draws.shape[0], n_clusters).astype(float)
 
 
 def _clustered_means(data: np.ndarray, codes: np.ndarray, n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
@@ -156,10 +171,7 @@ def _clustered_means(data: np.ndarray, codes: np.ndarray, n_clusters: int, n_res
     np.add.at(cluster_sums, codes, np.where(valid, columns, 0.0))
     np.add.at(cluster_sizes, codes, valid.astype(float))
     out = []
-    for draws in _cluster_draws(n_clusters, n_resamples, seed):
-        offsets = np.arange(draws.shape[0])[:, None] * n_clusters
-        counts = np.bincount((draws + offsets).ravel(), minlength=draws.shape[0] * n_clusters)
-        counts = counts.reshape(draws.shape[0], n_clusters).astype(float)
+    for counts in _draw_counts(n_clusters, n_resamples, seed):
         with np.errstate(invalid="ignore", divide="ignore"):
             out.append((counts @ cluster_sums) / (counts @ cluster_sizes))
     means = np.concatenate(out, axis=0)
@@ -303,21 +315,11 @@ def clustered_mean_ci(
 
 def _resampled_means(sample: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """The bootstrap distribution of each row's mean (rows x n_resamples), from the draws scipy's
-    :func:`_percentile_bootstrap` makes for a sample of this length and seed: the same generator, batches and
-    index arrays. Each batch's draws become a count per (resample, value), so the means of every row are one
-    matrix product rather than a gathered copy of the sample per row (a run summary's dozen columns cost about
-    what one did)."""
+    :func:`_percentile_bootstrap` makes for a sample of this length and seed. Counted per (resample, value),
+    the means of every row are one matrix product rather than a gathered copy of the sample per row (a run
+    summary's dozen columns cost about what one did)."""
     n = sample.shape[-1]
-    rng = np.random.default_rng(seed)
-    batch = max(1, _BATCH_ELEMENTS // n)
-    means = []
-    for start in range(0, n_resamples, batch):
-        size = min(batch, n_resamples - start)
-        drawn = rng.integers(0, n, (size, n))
-        flat = (drawn + (np.arange(size) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * n).reshape(size, n).astype(float)
-        means.append(sample @ counts.T / n)
-    return np.concatenate(means, axis=-1)
+    return np.concatenate([sample @ counts.T / n for counts in _draw_counts(n, n_resamples, seed)], axis=-1)
 
 
 def summarize_columns(df: pd.DataFrame, columns: Sequence[str], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
