@@ -93,6 +93,9 @@ def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
     requests = hotpot_prompts(6)
     library = smollm2(dtype, "generate", 1, tmp_path / "generate").responses(requests)
     assert smollm2(dtype, "rows", 1, tmp_path / "runs", sync_every=5).responses(requests) == library
+    # Four rows wide, rows refilled as answers end: reading the tokens five steps at a time changes no answer.
+    rows = smollm2(dtype, "rows", 4, tmp_path / "rows").responses(requests)
+    assert smollm2(dtype, "rows", 4, tmp_path / "rows_runs", sync_every=5).responses(requests) == rows
 
 
 def test_decoding_steps_read_by_the_host_in_runs_give_the_answers_of_one_step_at_a_time():
