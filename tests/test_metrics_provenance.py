@@ -99,3 +99,45 @@ def test_the_columns_are_compact_json():
     assert set(columns) == {"snippets", "answer_spans", "pool"}
     assert json.loads(columns["answer_spans"]) == [[12, 17]]
     assert ", " not in columns["pool"] and sum(r["kept"] for r in json.loads(columns["pool"])) == 1
+
+
+def reference_answer_spans(text: str, answers: list[str]) -> list[list[int]]:
+    """Every token of the whole text with its word's span, every window compared: the definition, slowly."""
+    import re
+    import string
+
+    from harness.metrics.answers import answer_tokens, normalize_answer
+
+    tokens = []
+    for m in re.finditer(r"\S+", text):
+        word = m.group()
+        start = m.start() + len(word) - len(word.lstrip(string.punctuation))
+        end = max(m.end() - (len(word) - len(word.rstrip(string.punctuation))), start)
+        tokens.extend((t, start, end) for t in normalize_answer(word).split())
+    found = []
+    for answer in answers:
+        needle = answer_tokens(answer)
+        n = len(needle)
+        found += [
+            (tokens[i][1], tokens[i + n - 1][2])
+            for i in range(len(tokens) - n + 1)
+            if n and [t for t, _, _ in tokens[i : i + n]] == needle
+        ]
+    merged: list[list[int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def test_answer_spans_equal_the_definition_on_random_multi_line_texts():
+    rng = np.random.default_rng(7)
+    vocabulary = ["Paris", "paris,", "France.", "the", "(Paris)", "New", "York", "new-york", "A", "--", "", "\n", " "]
+    answers = ["Paris", "New York", "paris france", "the", "York Paris New", "--"]
+    for _ in range(300):
+        words = rng.choice(vocabulary, size=int(rng.integers(0, 30)))
+        text = "".join(w + str(rng.choice(["\n", " ", "  ", "\n\n"])) for w in words)
+        chosen = [str(a) for a in rng.choice(answers, size=int(rng.integers(1, 4)))]
+        assert answer_spans(text, chosen) == reference_answer_spans(text, chosen), (text, chosen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.pack.budget import addable, fits, packed_cost
+from harness.pack.budget import addable, fits, packed_cost, room, room_after
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,17 @@ def test_addable_agrees_with_fits_everywhere():
         budget = int(rng.integers(-2, 90))
         mask = addable(chosen, candidates, budget)
         assert mask.tolist() == [fits(chosen + [int(c)], budget) for c in candidates]
+
+
+def test_a_running_room_is_room_of_the_set_and_its_comparison_is_addable():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        budget = int(rng.integers(-2, 90))
+        chosen: list[int] = []
+        left = room(chosen, budget)
+        assert left == budget
+        for cost in rng.integers(0, 30, size=6).tolist():
+            assert (cost <= left) == bool(addable(chosen, [cost], budget)[0])
+            chosen.append(cost)
+            left = room_after(left, cost)
+            assert left == room(chosen, budget)

@@ -19,6 +19,7 @@ Three row columns, each a JSON list (rows hold scalars: ``harness.core.stage.sca
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -49,34 +50,63 @@ def _word_tokens(word: str) -> tuple[tuple[str, ...], int, int]:
     return tuple(normalize_answer(word).split()), lead, trail
 
 
-def _token_offsets(text: str) -> list[tuple[str, int, int]]:
-    """The normalised answer tokens of ``text``, each with the character span of the word it came from.
+@functools.lru_cache(maxsize=1 << 15)
+def _line_offsets(line: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """The normalised answer tokens of one line of text, and the character span (in the line) of the word each
+    came from. Memoised by line: a context renders one snippet a line, and a sweep renders the same snippets
+    into the contexts of every packer, budget and seed.
 
     Normalisation never joins or splits across whitespace, so the tokens of the words, in order, are the
-    tokens of the whole text."""
-    offsets = []
-    for m in _WORD.finditer(text):
-        tokens, lead, trail = _word_tokens(m.group())
+    tokens of the whole line."""
+    tokens: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for m in _WORD.finditer(line):
+        words, lead, trail = _word_tokens(m.group())
         # The span leaves out the punctuation around the word ("Paris," marks "Paris").
         start, end = m.start() + lead, m.end() - trail
-        offsets.extend((token, start, max(end, start)) for token in tokens)
-    return offsets
+        tokens.extend(words)
+        spans.extend([(start, max(end, start))] * len(words))
+    return tuple(tokens), tuple(spans)
+
+
+def _run_starts(words: list[str], needle: list[str]) -> list[int]:
+    """Every index at which ``needle`` occurs in ``words`` as a contiguous run (the scan for its first token
+    runs in C)."""
+    starts, first, n, i = [], needle[0], len(needle), -1
+    while True:
+        try:
+            i = words.index(first, i + 1)
+        except ValueError:
+            return starts
+        if words[i : i + n] == needle:
+            starts.append(i)
 
 
 def answer_spans(text: str, answers: str | Iterable[str]) -> list[list[int]]:
     """Character spans of ``text`` holding a gold answer or alias as a run of normalised tokens, in order,
     overlapping spans merged."""
-    tokens = _token_offsets(text)
-    words = [t for t, _, _ in tokens]
+    lines = text.split("\n")  # words never cross a newline: each line's tokens are found (and kept) alone
+    words: list[str] = []
+    first_token: list[int] = []  # index in ``words`` of each line's first token
+    first_char: list[int] = []  # index in ``text`` of each line's first character
+    cursor = 0
+    for line in lines:
+        first_token.append(len(words))
+        first_char.append(cursor)
+        words.extend(_line_offsets(line)[0])
+        cursor += len(line) + 1
+
+    def char_span(i: int) -> tuple[int, int]:
+        # An empty line shares its first token index with the next line: the rightmost is the holder.
+        j = bisect.bisect_right(first_token, i) - 1
+        start, end = _line_offsets(lines[j])[1][i - first_token[j]]
+        return start + first_char[j], end + first_char[j]
+
     found: list[tuple[int, int]] = []
     for answer in as_answer_list(answers):
         needle = answer_tokens(answer)
-        if not needle:
-            continue
-        n = len(needle)
-        found.extend(
-            (tokens[i][1], tokens[i + n - 1][2]) for i in range(len(words) - n + 1) if words[i : i + n] == needle
-        )
+        if needle:
+            found.extend((char_span(i)[0], char_span(i + len(needle) - 1)[1]) for i in _run_starts(words, needle))
     merged: list[list[int]] = []
     for start, end in sorted(found):
         if merged and start <= merged[-1][1]:

@@ -52,3 +52,9 @@ def room(chosen_costs: Sequence[int] | np.ndarray, budget: int) -> int:
     chosen_costs = np.asarray(chosen_costs, dtype=np.int64)
     separator = SEPARATOR_TOKENS if chosen_costs.size else 0
     return int(budget - packed_cost(chosen_costs) - separator)
+
+
+def room_after(left: int, cost: int) -> int:
+    """``room`` once a snippet of ``cost`` joins a set whose room was ``left``: the same rule kept as a running
+    figure, for greedy loops that test one candidate at a time (``cost <= left`` is ``addable``)."""
+    return int(left - cost - SEPARATOR_TOKENS)

@@ -13,7 +13,7 @@ import numpy as np
 
 from harness.core.types import Context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
-from harness.pack.budget import addable, packed_cost
+from harness.pack.budget import packed_cost, room, room_after
 from harness.pack.features import check_max_snippets, snippet_features
 
 
@@ -33,6 +33,7 @@ def focused_greedy(
     covered = np.zeros(incidence.shape[1], dtype=bool)
     doc_used = np.zeros(int(doc_codes.max()) + 1 if n else 0, dtype=bool)
     chosen: list[int] = []
+    left = room([], budget)
     skipped = 0
     cap = n if max_snippets is None else min(n, max_snippets)
     while len(chosen) < cap and available.any():
@@ -45,10 +46,11 @@ def focused_greedy(
         )
         best = int(candidates[order[0]])
         available[best] = False
-        if not addable(costs[chosen], costs[best : best + 1], budget)[0]:
+        if costs[best] > left:
             skipped += 1
             continue
         chosen.append(best)
+        left = room_after(left, costs[best])
         covered |= incidence[best]
         doc_used[doc_codes[best]] = True
     return chosen, skipped

@@ -27,13 +27,21 @@ adjacent snippets is not sought.
 
 from __future__ import annotations
 
+import functools
 import math
 from itertools import combinations
 
 from harness.core.types import Context, Snippet
+from harness.metrics.answers import as_answer_list
 from harness.metrics.context import answer_in_context
 from harness.pack.base import Packer, PackingRequest, in_reading_order
 from harness.pack.budget import addable, fits, packed_cost
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _holds_answer(text: str, answers: tuple[str, ...]) -> bool:
+    """Memoised: a sweep hands the oracle the same snippets at every budget and seed."""
+    return bool(answer_in_context(text, answers))
 
 
 def _score(signatures: list[tuple[bool, frozenset[str]]]) -> tuple[int, int]:
@@ -56,13 +64,14 @@ class OraclePacker(Packer):
         snippets = request.snippets
         costs = request.costs
         reading = sorted(range(len(snippets)), key=lambda i: (snippets[i].rank, snippets[i].position))
+        answers = tuple(as_answer_list(example.answers))
         # Cheapest snippet per signature (ties: earliest in reading order); a snippet alone over budget is out.
         best: dict[tuple[bool, frozenset[str]], int] = {}
         for i in reading:
             if not fits([costs[i]], request.budget):
                 continue
             signature = (
-                bool(answer_in_context(snippets[i].text, example.answers)),
+                _holds_answer(snippets[i].text, answers),
                 frozenset(snippets[i].source_ids) & gold,
             )
             if signature == (False, frozenset()):

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.text.tokens import encoded_lengths
+
 # Reader settings that change how answers are generated but never a prompt or its token count: a packing is
 # reused across them (harness.run.keys.packing_key, selection_key). An unlisted key counts, so a new one errs safe.
 GENERATION_ONLY_KEYS = frozenset(
@@ -94,6 +96,4 @@ def count_prompt_tokens(tokenizer, prompt: str, add_special_tokens: bool = False
 
 def count_prompt_tokens_many(tokenizer, prompts: Sequence[str], add_special_tokens: bool = False) -> list[int]:
     """``count_prompt_tokens`` of each prompt, in one batch call (each prompt encoded on its own, unpadded)."""
-    if not prompts:
-        return []
-    return [len(ids) for ids in tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]]
+    return encoded_lengths(tokenizer, prompts, add_special_tokens)

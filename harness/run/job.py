@@ -112,6 +112,7 @@ def run(
         key,
         counters={**pipeline.counters(), **{f"{kind}_reused": n for kind, n in pipeline.reused.items()}},
         name=current_run_name(flags.read),
+        resolved=pipeline.resolved,
     )
     if len(todo) == len(prepared):  # a whole job (not a resumed rest): what it cost prices the next sweep
         reader = pipeline.reader.name if flags.read else None

@@ -26,6 +26,11 @@ def _json_default(value):
     raise TypeError(f"cannot journal value of type {type(value).__name__}")
 
 
+# One encoder for every line: ``json.dumps`` with options builds a new one per call, a third of the time of
+# encoding a sweep job's rows.
+_LINE_ENCODER = json.JSONEncoder(default=_json_default, allow_nan=True)
+
+
 class RowJournal:
     def __init__(self, directory: Path, run_key: str) -> None:
         self.path = Path(directory) / "rows.journal.jsonl"
@@ -83,7 +88,7 @@ class RowJournal:
     def append(self, rows: list[dict]) -> None:
         if not rows:
             return
-        payload = "".join(json.dumps(r, default=_json_default, allow_nan=True) + "\n" for r in rows)
+        payload = "".join(_LINE_ENCODER.encode(r) + "\n" for r in rows)
         # Heal a torn tail from a killed writer so the next line starts cleanly.
         if self.path.exists() and self.path.stat().st_size:
             with open(self.path, "rb") as handle:

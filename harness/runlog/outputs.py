@@ -184,7 +184,10 @@ def write_outputs(
     run_key: str,
     counters: dict,
     name: str | None = None,
+    resolved: dict | None = None,
 ) -> dict:
+    """Rows, summary.json and config.yaml of a finished run; ``resolved``: ``cfg`` resolved already (the
+    pipeline resolves it once per job)."""
     atomic_write_parquet(rows, output_dir / "rows.parquet")
     summary = summarize(rows, seed=int(cfg.seed))
     first = rows.iloc[0] if len(rows) else {}
@@ -211,8 +214,10 @@ def write_outputs(
         "counters": counters,
     }
     # Resolved (HARNESS_CACHE_URL and the other variables as this run saw them), with any password masked.
-    resolved = redacted_config(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-    atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)).encode())
+    if resolved is None:
+        resolved = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    shown = redacted_config(resolved)  # type: ignore[arg-type]
+    atomic_write_bytes(output_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(shown)).encode())
     # summary.json is written last: its presence (with this run_key) marks the run as finished.
     atomic_write_bytes(output_dir / "summary.json", json.dumps(payload, indent=2, default=float).encode())
     print_summary_payload(payload)

@@ -15,6 +15,31 @@ from pathlib import Path
 COUNT_MEMO_SIZE = 500_000
 
 
+def encoded_lengths(tokenizer, texts: Sequence[str], add_special_tokens: bool = False) -> list[int]:
+    """How many tokens ``tokenizer`` makes of each text, each encoded on its own, unpadded.
+
+    A fast tokenizer is asked through its Rust backend's ``encode_batch_fast``, which skips the character
+    offsets and the ``BatchEncoding`` that the Python call builds: the same ids, a quarter less time, and
+    counting prompts and contexts was the largest share of a reader-free sweep. The Python call re-applies
+    its truncation, padding and special-token settings to the backend on every call, so the direct call is
+    taken only while the backend holds exactly what that call would set (no truncation, no padding, the
+    tokenizer's own ``split_special_tokens``).
+    """
+    if not texts:
+        return []
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if (
+        backend is not None
+        and hasattr(backend, "encode_batch_fast")
+        and backend.truncation is None
+        and backend.padding is None
+        and backend.encode_special_tokens == bool(getattr(tokenizer, "split_special_tokens", False))
+    ):
+        encoded = backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
+        return [len(e.ids) for e in encoded]
+    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
+
+
 class TokenCounter:
     """Counts and truncates text in a Hugging Face tokenizer, without special tokens."""
 
@@ -34,8 +59,7 @@ class TokenCounter:
         missing = [t for t in dict.fromkeys(texts) if t not in counts]
         if not missing:
             return [counts[t] for t in texts]
-        encoded = self.tokenizer(missing, add_special_tokens=False)["input_ids"]
-        fresh = {t: len(row) for t, row in zip(missing, encoded, strict=True)}
+        fresh = dict(zip(missing, encoded_lengths(self.tokenizer, missing), strict=True))
         out = [fresh[t] if t in fresh else counts[t] for t in texts]
         if len(counts) + len(fresh) > COUNT_MEMO_SIZE:
             counts.clear()  # rare; a bounded memo must not grow with every sweep job
