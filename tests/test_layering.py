@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "cache": {"core"},
     "backends": {"cache", "core"},
-    "text": {"backends"},
+    "text": {"backends", "core"},
     "metrics": {"core"},
     "stats": {"metrics"},
     "data": {"text", "core"},

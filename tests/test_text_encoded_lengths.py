@@ -66,3 +66,32 @@ def test_a_slow_tokenizer_counts_through_the_library():
         pytest.skip(f"the offline reader's tokenizer is not prepared in {SMOLLM2} (make setup)")
     slow = AutoTokenizer.from_pretrained(SMOLLM2, use_fast=False)
     assert encoded_lengths(slow, TEXTS[:3]) == library_lengths(slow, TEXTS[:3], False)
+
+
+def test_a_long_batch_split_over_threads_counts_as_one_call(tokenizer, monkeypatch):
+    from harness.core import threads
+    from harness.text import tokens
+
+    texts = [f"{i} " + TEXTS[i % len(TEXTS)] * (1 + i % 3) for i in range(3 * tokens.PARALLEL_MIN_TEXTS + 1)]
+    expected = library_lengths(tokenizer, texts, False)
+    monkeypatch.setattr(threads, "available_cpus", lambda: 3)
+    assert tokens._encoding_threads()._max_workers == 3
+    assert tokens.encoded_lengths(tokenizer, texts) == expected
+    monkeypatch.setattr(threads, "available_cpus", lambda: 1)
+    assert tokens._encoding_threads() is None
+    assert tokens.encoded_lengths(tokenizer, texts) == expected
+
+
+@pytest.mark.process
+def test_a_forked_child_counts_with_threads_of_its_own(tokenizer, monkeypatch):
+    import multiprocessing
+
+    from harness.core import threads
+    from harness.text import tokens
+
+    texts = [TEXTS[i % 3] for i in range(2 * tokens.PARALLEL_MIN_TEXTS)]
+    monkeypatch.setattr(threads, "available_cpus", lambda: 2)
+    expected = tokens.encoded_lengths(tokenizer, texts)  # the parent's pool now has threads
+    with multiprocessing.get_context("fork").Pool(1) as child:
+        # A child using its parent's pool would wait for threads that did not survive the fork.
+        assert child.apply_async(tokens.encoded_lengths, (tokenizer, texts)).get(timeout=60) == expected

@@ -8,11 +8,34 @@ one a config names. Both share one interface: ``name``, ``count``, ``count_many`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from harness.core.threads import default_threads
 
 # Counts kept per counter: a sweep re-costs the same sentences in every job that sees their pool.
 COUNT_MEMO_SIZE = 500_000
+
+
+# A batch at least this long is encoded by several threads: the Rust backend lets go of the GIL while it
+# encodes, so the threads run at once. The library's own thread pool stays off (TOKENIZERS_PARALLELISM=false,
+# set by the command line) so that no forked worker inherits a Rust pool whose threads did not survive the fork.
+PARALLEL_MIN_TEXTS = 64
+_encoding_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, pool)
+
+
+def _encoding_threads() -> ThreadPoolExecutor | None:
+    """This process's encoding threads (this job's share of the CPUs), or None with one CPU to its share. Made
+    anew in a forked child, whose copy of its parent's pool has no threads."""
+    global _encoding_pool
+    threads = default_threads()
+    if threads < 2:
+        return None
+    if _encoding_pool is None or _encoding_pool[:2] != (os.getpid(), threads):
+        _encoding_pool = (os.getpid(), threads, ThreadPoolExecutor(threads, thread_name_prefix="encode"))
+    return _encoding_pool[2]
 
 
 def encoded_lengths(tokenizer, texts: Sequence[str], add_special_tokens: bool = False) -> list[int]:
@@ -20,24 +43,33 @@ def encoded_lengths(tokenizer, texts: Sequence[str], add_special_tokens: bool = 
 
     A fast tokenizer is asked through its Rust backend's ``encode_batch_fast``, which skips the character
     offsets and the ``BatchEncoding`` that the Python call builds: the same ids, a quarter less time, and
-    counting prompts and contexts was the largest share of a reader-free sweep. The Python call re-applies
-    its truncation, padding and special-token settings to the backend on every call, so the direct call is
-    taken only while the backend holds exactly what that call would set (no truncation, no padding, the
-    tokenizer's own ``split_special_tokens``).
+    counting prompts and contexts was the largest share of a reader-free sweep. A long batch is split over
+    the job's CPUs (``PARALLEL_MIN_TEXTS``). The Python call re-applies its truncation, padding and
+    special-token settings to the backend on every call, so the direct call is taken only while the backend
+    holds exactly what that call would set (no truncation, no padding, the tokenizer's own
+    ``split_special_tokens``).
     """
     if not texts:
         return []
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-    if (
+    if not (
         backend is not None
         and hasattr(backend, "encode_batch_fast")
         and backend.truncation is None
         and backend.padding is None
         and backend.encode_special_tokens == bool(getattr(tokenizer, "split_special_tokens", False))
     ):
-        encoded = backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
-        return [len(e.ids) for e in encoded]
-    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
+        return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]]
+
+    def lengths(part: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in backend.encode_batch_fast(list(part), add_special_tokens=add_special_tokens)]
+
+    pool = _encoding_threads() if len(texts) >= PARALLEL_MIN_TEXTS else None
+    if pool is None:
+        return lengths(texts)
+    step = -(-len(texts) // pool._max_workers)
+    parts = [texts[i : i + step] for i in range(0, len(texts), step)]
+    return [n for part in pool.map(lengths, parts) for n in part]
 
 
 class TokenCounter:
