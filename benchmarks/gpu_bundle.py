@@ -82,7 +82,8 @@ def build(out: Path, questions: int, ircot: Path = IRCOT) -> int:
     prompts = check_prompts(ircot, questions)
     staging = out.with_suffix(".prompts.json")
     staging.write_text(json.dumps(prompts))
-    with tarfile.open(out, "w:gz", compresslevel=9) as archive:
+    # gzip level 6: 24.5 MiB in a third of the time level 9 takes for 24.2 (the limit is 64).
+    with tarfile.open(out, "w:gz", compresslevel=6) as archive:
         for folder, dist in PACKAGES.items():
             archive.add(SITE / folder, arcname=f"site/{folder}", filter=_skip)
             infos = sorted(SITE.glob(f"{dist}-*.dist-info")) or sorted(

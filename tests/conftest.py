@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from harness.core.types import Candidate, Document, Example, Pool
+from harness.run.sweep_compose import compose_once
 from tests.helpers import cores
 
 
@@ -109,6 +110,7 @@ def compose_cfg(
     """The config a run with these command-line overrides would get, composed without starting a job
     (with ``TINY_READER`` unless the overrides name a reader or ``tiny_reader`` is false)."""
     overrides = with_tiny_reader(overrides) if tiny_reader else list(overrides)
+    compose_once()  # config files read once per process, as every run of the command line reads them
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         return compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
 

@@ -45,6 +45,7 @@ ROW_COLUMNS = [
 ]
 
 
+@pytest.mark.slow  # embeds 778 passages and sentences with the real MiniLM encoder
 @pytest.mark.skipif(not HOTPOT.exists(), reason="shared HotpotQA sample not present")
 def test_no_packed_context_exceeds_its_budget_on_shared_hotpotqa(tmp_path):
     overrides = ["dataset=hotpotqa", f"dataset.path={HOTPOT}", "logger=none", f"paths.cache_dir={tmp_path}"]

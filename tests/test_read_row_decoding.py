@@ -84,6 +84,7 @@ def smollm2(
     return reader(dtype, batch_size, cache_dir=cache_dir, max_new_tokens=max_new_tokens, decoding=decoding, **settings)
 
 
+@pytest.mark.slow
 def test_row_decoding_gives_the_librarys_greedy_answers_at_batch_1(tmp_path):
     """In the machine's dtype, one row wide: the library's shapes (each prompt prefilled alone, one row a decoding
     step), read as the GPU reads the chosen tokens, five steps at a time. Wider rows equal the library's batch-1
