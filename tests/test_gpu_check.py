@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -40,8 +41,8 @@ def test_the_bundle_holds_what_a_node_lacks_within_what_a_call_carries(tmp_path)
     assert libraries == {"libbitsandbytes_cpu.so", "libbitsandbytes_cuda130.so"}
 
 
-@pytest.mark.process
-def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(tmp_path):
+def run_check(tmp_path, sections: str) -> tuple[list[dict], Path]:
+    """The check's ``sections`` on the CPU with the tiny random-weight model: its rows and its output folder."""
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(check_prompts(IRCOT, 6)))
     out = tmp_path / "out"
@@ -49,12 +50,20 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
         [sys.executable, "benchmarks/gpu_check.py", "--tiny", "--out", str(out), "--prompts", str(prompts),
          "--tokenizer", str(REPO / ".cache/models/Qwen2.5-Coder-0.5B-Instruct"), "--rows", "4",
          "--prefill-tokens", "2048", "--baseline-prompts", "4", "--nf4-prompts", "4", "--profile-prompts", "6",
-         "--sections", "probe,arithmetic,bf16,profile,memory", "--workdir", str(tmp_path / "work")],
+         "--sections", sections, "--workdir", str(tmp_path / "work")],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "gpu_check.jsonl").read_text().splitlines()]
     assert not [r for r in rows if "error" in r], rows
+    assert {r["section"] for r in rows} == set(sections.split(","))
+    return rows, out
+
+
+# The sections in two tests, each starting its own processes: they run side by side (about 20 s each).
+@pytest.mark.process
+def test_the_check_probes_reads_and_reports_invariant_answers_on_the_cpu(tmp_path):
+    rows, _ = run_check(tmp_path, "probe,arithmetic,bf16")
     probe = next(r for r in rows if r["section"] == "probe")
     assert probe["floors"] == "all met" and probe["node"].startswith("no CUDA")
     loaded = next(r for r in rows if "load_s" in r)
@@ -69,6 +78,13 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
     # Decoding steps read by the host in runs of 8 (the node's way, the dry run's too) or every step: same answers.
     (every_step,) = [r for r in rows if r.get("reader") == "rows=4, the host reading the tokens every decoding step"]
     assert every_step["same_answers"] == "4/4"
+    matmuls = [r for r in rows if "matmul" in r]
+    assert matmuls and all(r["rows=16 position and company"] == "16/16" for r in matmuls)
+
+
+@pytest.mark.process
+def test_the_check_profiles_a_read_and_plans_its_memory_on_the_cpu(tmp_path):
+    rows, out = run_check(tmp_path, "profile,memory")
     # The profile counts the read's forwards: the 6 prompts' first tokens come from prefills (packed, at least
     # one), each later token from a decoding step of up to 4 rows; a CPU launches no CUDA kernel.
     (profile,) = [r for r in rows if r["section"] == "profile"]
@@ -78,5 +94,3 @@ def test_the_check_runs_every_section_on_the_cpu_and_reports_invariant_answers(t
     assert "by host time" in (out / profile["table"]).read_text()
     memory = next(r for r in rows if r["section"] == "memory")
     assert memory["covered"] is True
-    matmuls = [r for r in rows if "matmul" in r]
-    assert matmuls and all(r["rows=16 position and company"] == "16/16" for r in matmuls)
