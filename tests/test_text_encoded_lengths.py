@@ -75,7 +75,7 @@ def test_a_long_batch_split_over_threads_counts_as_one_call(tokenizer, monkeypat
     texts = [f"{i} " + TEXTS[i % len(TEXTS)] * (1 + i % 3) for i in range(3 * tokens.PARALLEL_MIN_TEXTS + 1)]
     expected = library_lengths(tokenizer, texts, False)
     monkeypatch.setattr(threads, "available_cpus", lambda: 3)
-    assert tokens._encoding_threads()._max_workers == 3
+    assert tokens._encoding_threads()[1] == 3
     assert tokens.encoded_lengths(tokenizer, texts) == expected
     monkeypatch.setattr(threads, "available_cpus", lambda: 1)
     assert tokens._encoding_threads() is None

@@ -26,16 +26,16 @@ PARALLEL_MIN_TEXTS = 64
 _encoding_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, pool)
 
 
-def _encoding_threads() -> ThreadPoolExecutor | None:
-    """This process's encoding threads (this job's share of the CPUs), or None with one CPU to its share. Made
-    anew in a forked child, whose copy of its parent's pool has no threads."""
+def _encoding_threads() -> tuple[ThreadPoolExecutor, int] | None:
+    """This process's encoding threads and how many (this job's share of the CPUs), or None with one CPU to
+    its share. Made anew in a forked child, whose copy of its parent's pool has no threads."""
     global _encoding_pool
     threads = default_threads()
     if threads < 2:
         return None
     if _encoding_pool is None or _encoding_pool[:2] != (os.getpid(), threads):
         _encoding_pool = (os.getpid(), threads, ThreadPoolExecutor(threads, thread_name_prefix="encode"))
-    return _encoding_pool[2]
+    return _encoding_pool[2], threads
 
 
 def encoded_lengths(tokenizer, texts: Sequence[str], add_special_tokens: bool = False) -> list[int]:
@@ -64,10 +64,11 @@ def encoded_lengths(tokenizer, texts: Sequence[str], add_special_tokens: bool = 
     def lengths(part: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in backend.encode_batch_fast(list(part), add_special_tokens=add_special_tokens)]
 
-    pool = _encoding_threads() if len(texts) >= PARALLEL_MIN_TEXTS else None
-    if pool is None:
+    threads = _encoding_threads() if len(texts) >= PARALLEL_MIN_TEXTS else None
+    if threads is None:
         return lengths(texts)
-    step = -(-len(texts) // pool._max_workers)
+    pool, count = threads
+    step = -(-len(texts) // count)
     parts = [texts[i : i + step] for i in range(0, len(texts), step)]
     return [n for part in pool.map(lengths, parts) for n in part]
 
