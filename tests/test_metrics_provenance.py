@@ -8,7 +8,14 @@ import numpy as np
 
 from harness.core.types import Candidate, Context, Document, Example, Pool, Snippet
 from harness.metrics.context import answer_in_context
-from harness.metrics.provenance import answer_spans, context_columns, pool_column, pool_records, snippet_records
+from harness.metrics.provenance import (
+    answer_spans,
+    context_columns,
+    merged_spans,
+    pool_column,
+    pool_records,
+    snippet_records,
+)
 
 
 def test_answer_spans_cover_the_words_of_each_normalised_match():
@@ -123,13 +130,7 @@ def reference_answer_spans(text: str, answers: list[str]) -> list[list[int]]:
             for i in range(len(tokens) - n + 1)
             if n and [t for t, _, _ in tokens[i : i + n]] == needle
         ]
-    merged: list[list[int]] = []
-    for start, end in sorted(found):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return merged
+    return merged_spans(found)  # merging is checked by hand in the first test
 
 
 def test_answer_spans_equal_the_definition_on_random_multi_line_texts():

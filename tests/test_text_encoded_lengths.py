@@ -18,12 +18,17 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from transformers import AutoTokenizer
-
+def smollm2():
     if not (SMOLLM2 / "tokenizer.json").exists():
         pytest.skip(f"the offline reader's tokenizer is not prepared in {SMOLLM2} (make setup)")
-    return AutoTokenizer.from_pretrained(SMOLLM2)
+    return SMOLLM2
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2)
 
 
 def library_lengths(tokenizer, texts, add_special_tokens):
@@ -57,14 +62,12 @@ def test_a_backend_left_truncating_or_splitting_special_tokens_counts_as_the_lib
     assert encoded_lengths(tokenizer, TEXTS) == full
 
 
-def test_a_slow_tokenizer_counts_through_the_library():
+def test_a_slow_tokenizer_counts_through_the_library(smollm2):
     from transformers import AutoTokenizer
 
     from harness.text.tokens import encoded_lengths
 
-    if not (SMOLLM2 / "tokenizer.json").exists():
-        pytest.skip(f"the offline reader's tokenizer is not prepared in {SMOLLM2} (make setup)")
-    slow = AutoTokenizer.from_pretrained(SMOLLM2, use_fast=False)
+    slow = AutoTokenizer.from_pretrained(smollm2, use_fast=False)
     assert encoded_lengths(slow, TEXTS[:3]) == library_lengths(slow, TEXTS[:3], False)
 
 

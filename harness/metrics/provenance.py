@@ -107,8 +107,13 @@ def answer_spans(text: str, answers: str | Iterable[str]) -> list[list[int]]:
         needle = answer_tokens(answer)
         if needle:
             found.extend((char_span(i)[0], char_span(i + len(needle) - 1)[1]) for i in _run_starts(words, needle))
+    return merged_spans(found)
+
+
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """``[start, end]`` spans in order, those that overlap or touch merged into one."""
     merged: list[list[int]] = []
-    for start, end in sorted(found):
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
