@@ -1,7 +1,9 @@
 """Seed 000's selection factorial: packings per second of a whole reader-free sweep, and where the time goes.
 
-Runs ``python -m harness -m`` over packers x budgets x seeds on the shared HotpotQA questions (the 485 of
-IRCoT's processed dev subsample by default), ``read=false``, through the chosen Hydra launcher:
+Runs ``python -m harness -m`` over packers x budgets x seeds on HotpotQA questions (the 485 of IRCoT's processed
+dev subsample by default), ``read=false``, through the chosen Hydra launcher. The questions come from the data
+folder runs read (``paths.data_dir``: ``$HARNESS_DATA_DIR`` or the checkout's ``data/``), filled by
+``python -m harness.data fetch ircot`` (or ``fetch hotpotqa``):
 
 1. a warm-up launch that fills the caches (embeddings, pools) from nothing, timed as "cold";
 2. the timed launch into a fresh sweep folder with warm caches: wall seconds, packings/s, the stage seconds
@@ -36,10 +38,19 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = {
-    "hotpotqa_ircot": REPO.parent / "shared/data/hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl",
-    "hotpotqa": REPO.parent / "shared/data/hotpotqa/hotpot_dev_distractor_v1_100.json",
-}
+# The dataset config each choice runs, and what fetches its file. hotpotqa_ircot keeps the sweep's 485
+# questions; hotpotqa reads every question of its file (HotpotQA's distractor dev set; --questions samples it).
+DATASETS = {"hotpotqa_ircot": "ircot", "hotpotqa": "hotpotqa"}
+
+
+def dataset_file(dataset: str) -> Path:
+    """The file a run of ``dataset`` reads, as the run's own config composes it."""
+    from hydra import compose, initialize_config_dir
+
+    import harness  # noqa: F401  (registers the configs' ${harness_home:...})
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return Path(compose(config_name="config", overrides=[f"dataset={dataset}"]).dataset.path)
 
 
 def overrides(args: argparse.Namespace, sweep_dir: Path) -> list[str]:
@@ -47,7 +58,7 @@ def overrides(args: argparse.Namespace, sweep_dir: Path) -> list[str]:
     listed = [
         "+sweeps=replication_packing",
         f"dataset={args.dataset}",
-        f"dataset.path={DATASETS[args.dataset]}",
+        *(["dataset.question_ids_file=null"] if args.dataset == "hotpotqa" else []),
         f"dataset.sample_size={sample}",
         f"packer={args.packers}",
         f"budget={args.budgets}",
@@ -117,8 +128,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=None, help="reuse a cache folder (default: a new one)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile a third launch; print top N")
     args = parser.parse_args()
-    if not DATASETS[args.dataset].exists():
-        sys.exit(f"{DATASETS[args.dataset]} not found (the shared data folder beside the repository)")
+    data = dataset_file(args.dataset)
+    if not data.exists():
+        sys.exit(f"{data} not found: fetch it first (python -m harness.data fetch {DATASETS[args.dataset]})")
 
     with tempfile.TemporaryDirectory(prefix="bench-factorial-") as tmp:
         tmp_dir = Path(tmp)
