@@ -12,6 +12,7 @@ import pytest
 from harness.run.job import finished_summary
 from harness.runlog.journal import RowJournal
 from harness.runlog.outputs import RunDirectoryError, clean_temporaries, ensure_writable, read_summary
+from tests.conftest import TINY_READER
 from tests.helpers.frozen_code import freeze, run
 
 
@@ -131,7 +132,15 @@ def test_read_only_run_directory_is_named(tmp_path):
 @pytest.mark.slow
 def test_relaunch_over_damaged_summary_and_journal_completes(tmp_path):
     code, cache, run_dir = freeze(tmp_path / "code"), tmp_path / "cache", tmp_path / "run"
-    args = ["read=false", "logger=none", "read_chunk=3", f"hydra.run.dir={run_dir}"]
+    # A reading run: it is the one that journals (a read=false run rebuilds its rows and keeps no journal).
+    args = [
+        "read=true",
+        TINY_READER,
+        "reader.max_new_tokens=4",
+        "logger=none",
+        "read_chunk=3",
+        f"hydra.run.dir={run_dir}",
+    ]
     rc, out = run(code, args, cache)
     assert rc == 0, out[-3000:]
     expected = pd.read_parquet(run_dir / "rows.parquet")
