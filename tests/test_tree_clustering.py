@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from sklearn.decomposition import PCA
@@ -189,3 +191,26 @@ def test_umaps_numba_kernels_write_numbas_disk_cache():
     kernels = umap_kernels()
     assert len(kernels) > 20
     assert all(isinstance(kernel._cache, numba.core.caching.FunctionCache) for kernel in kernels)
+
+
+@pytest.mark.process
+def test_kernels_compiled_once_load_from_disk_in_the_next_process():
+    """What `make setup` does (compile_umap_kernels) leaves nothing for a later process to compile but umap's
+    random-number helpers, which numba compiles afresh as the cached kernels that call them load."""
+    pytest.importorskip("umap")
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = (
+        "import json; from harness.tree.clustering import compile_umap_kernels, umap_kernels; "
+        "n = compile_umap_kernels(); ks = [k for k in umap_kernels() if k.overloads]; "
+        "print(json.dumps([n, sorted({k.py_func.__name__ for k in ks if k.stats.cache_misses}), "
+        "sum(1 for k in ks if k.stats.cache_hits)]))"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)]
+    runs.append(subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True))
+    compiled, missed, loaded = json.loads(runs[1].stdout)
+    # Every compile of a kernel whose cache is on counts as a miss; the fit's kernels came from the disk.
+    assert compiled > 10 and set(missed) <= {"tau_rand", "tau_rand_int"} and loaded > 5
