@@ -5,14 +5,17 @@ single prompt."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.read.base import PromptRequest
 from harness.read.hf import TransformersReader
 from tests.conftest import REPO
+from tests.helpers.built_once import built_once
 
 MODELS = REPO / ".cache" / "models"
 
@@ -66,10 +69,14 @@ def test_auto_with_several_devices_spawns_and_one_device_stays_in_process(tmp_pa
 def one_process_answers(tmp_path_factory) -> list[str]:
     """The 17 prompts' answers from one process: what every two-process read below must give (float32 answers do
     not depend on the batch they are read in)."""
-    single = reader(tmp_path_factory.mktemp("single"), devices=1)
-    answers = single.answer(questions(17))
-    assert single.generated == 17
-    return answers
+
+    def build(folder: Path) -> None:  # once for both test workers
+        single = reader(folder / "single", devices=1)
+        answers = single.answer(questions(17))
+        assert single.generated == 17
+        (folder / "answers.json").write_text(json.dumps(answers))
+
+    return json.loads((built_once(tmp_path_factory, "ddp-one-process", build) / "answers.json").read_text())
 
 
 @pytest.mark.slow

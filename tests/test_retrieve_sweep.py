@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO, TINY_READER
+from tests.helpers.built_once import built_once
 from tests.helpers.doc_commands import run_in_one_process
 
 COMMON = ["read=false", "logger=none", TINY_READER, "dataset.sample_size=6"]
@@ -26,7 +27,10 @@ TREE = [
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
-    root = tmp_path_factory.mktemp("retriever-sweeps")
+    return built_once(tmp_path_factory, "retriever-sweeps", run_sweeps)  # once for both test workers
+
+
+def run_sweeps(root):
     retrievers = ["-m", "retriever=minilm,bm25,hybrid", *COMMON, f"hydra.sweep.dir={root / 'retrievers'}"]
     downstream = [
         "-m", "retriever=bm25", "retriever.setting=open", "perturb=inject", *TREE, "diversifier=mmr",
@@ -40,7 +44,6 @@ def sweeps(tmp_path_factory):
     ]
     env = {**os.environ, "HARNESS_CACHE_DIR": str(root / "cache"), "WANDB_MODE": "disabled"}
     assert run_in_one_process(jobs, REPO, env, timeout=170) == [0, 0, 0]
-    return root
 
 
 def rows(folder) -> list[pd.DataFrame]:

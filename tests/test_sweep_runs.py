@@ -4,6 +4,7 @@ every sweep kind (selection-only, reader, summary-tree and mixed)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from harness.report.cli import main as report
 from tests.conftest import REPO
+from tests.helpers.built_once import built_once
 from tests.helpers.frozen_code import freeze, run
 
 DEMO = REPO / "harness" / "data" / "demo" / "demo_multihop.json"
@@ -46,17 +48,15 @@ def test_sweep_with_a_failed_job_exits_non_zero_and_lists_it(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def selection_sweep(tmp_path_factory) -> pd.DataFrame:
-    """Real read=false rows: two diversifiers on four demo questions."""
-    root = tmp_path_factory.mktemp("selection")
-    sweep = root / "sweep"
-    rc, out = run(
-        freeze(root / "code"),
-        ["-m", "read=false", "logger=none", "dataset.sample_size=4", "diversifier=knn,mmr", f"hydra.sweep.dir={sweep}"],
-        root / "cache",
-    )
-    assert rc == 0, out[-3000:]
-    return sweep
+def selection_sweep(tmp_path_factory) -> Path:
+    """Real read=false rows: two diversifiers on four demo questions (run once for both test workers)."""
+
+    def build(root: Path) -> None:
+        overrides = ["-m", "read=false", "logger=none", "dataset.sample_size=4", "diversifier=knn,mmr"]
+        rc, out = run(freeze(root / "code"), [*overrides, f"hydra.sweep.dir={root / 'sweep'}"], root / "cache")
+        assert rc == 0, out[-3000:]
+
+    return built_once(tmp_path_factory, "selection-sweep", build) / "sweep"
 
 
 def job_rows(sweep) -> list[pd.DataFrame]:

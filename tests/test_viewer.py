@@ -16,6 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from harness.report.load import annotate, load_runs
 from harness.report.viewer.data import build_payload, comparison_pairs, variants_of
 from tests.conftest import REPO
+from tests.helpers.built_once import built_once
 from tests.test_pipeline import run_cli
 
 pytestmark = pytest.mark.slow
@@ -25,12 +26,14 @@ SCREENSHOTS = REPO / "outputs" / "test-screenshots"
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     """Three packers on the demo set at a budget tight enough that they pack different contexts, read with short
-    answers (the viewer shows them; what is checked is the contexts)."""
-    root = tmp_path_factory.mktemp("viewer")
-    sweep = ["-m", "packer=packed,submod,focused", "budget=64", "reader.max_new_tokens=8", "logger=none"]
-    result = run_cli([*sweep, f"hydra.sweep.dir={root / 'sweep'}"], cache_dir=root / "cache")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return root / "sweep"
+    answers (the viewer shows them; what is checked is the contexts). Run once for both test workers."""
+
+    def build(root: Path) -> None:
+        sweep = ["-m", "packer=packed,submod,focused", "budget=64", "reader.max_new_tokens=8", "logger=none"]
+        result = run_cli([*sweep, f"hydra.sweep.dir={root / 'sweep'}"], cache_dir=root / "cache")
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return built_once(tmp_path_factory, "viewer-sweep", build) / "sweep"
 
 
 def view(*args: str) -> subprocess.CompletedProcess:
@@ -40,12 +43,13 @@ def view(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def viewer(sweep) -> Path:
-    out = sweep / "viewer.html"
-    result = view(str(sweep), "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "3 policies" in result.stdout and "12 questions" in result.stdout
-    return out
+def viewer(sweep, tmp_path_factory) -> Path:
+    def build(folder: Path) -> None:
+        result = view(str(sweep), "--out", str(folder / "viewer.html"))
+        assert result.returncode == 0, result.stderr
+        assert "3 policies" in result.stdout and "12 questions" in result.stdout
+
+    return built_once(tmp_path_factory, "viewer-html", build) / "viewer.html"
 
 
 def rows_of(sweep: Path) -> pd.DataFrame:
