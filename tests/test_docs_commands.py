@@ -26,6 +26,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from tests.conftest import CONF, REPO
+from tests.helpers.built_once import built_once
 from tests.helpers.doc_commands import (
     PAGES,
     Command,
@@ -235,16 +236,19 @@ def runnable(command: Command, tmp: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def doc_runs(tmp_path_factory) -> Path:
-    """Every harness command that runs here, run once in one process; the folder holding their outputs."""
-    tmp = tmp_path_factory.mktemp("doc-runs")
-    commands = list({str(c): c for c in harness_commands() if runs_here(c)}.values())
-    jobs = [runnable(c, tmp) for c in commands]
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
-    statuses = run_in_one_process(jobs, REPO, env, timeout=85)
-    failed = [str(c) for c, status in zip(commands, statuses, strict=True) if status != 0]
-    assert not failed, failed
-    assert (tmp / SMALL_SWEEP / "0" / "rows.parquet").is_file()
-    return tmp
+    """Every harness command that runs here, run once in one process (for both test workers); the folder
+    holding their outputs."""
+
+    def build(tmp: Path) -> None:
+        commands = list({str(c): c for c in harness_commands() if runs_here(c)}.values())
+        jobs = [runnable(c, tmp) for c in commands]
+        env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+        statuses = run_in_one_process(jobs, REPO, env, timeout=85)
+        failed = [str(c) for c, status in zip(commands, statuses, strict=True) if status != 0]
+        assert not failed, failed
+        assert (tmp / SMALL_SWEEP / "0" / "rows.parquet").is_file()
+
+    return built_once(tmp_path_factory, "doc-runs", build)
 
 
 @pytest.mark.process
