@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.run.job_times import machine
+
 REPO = Path(__file__).resolve().parents[1]
 # The dataset config each choice runs, and what fetches its file. hotpotqa_ircot keeps the sweep's 485
 # questions; hotpotqa reads every question of its file (HotpotQA's distractor dev set; --questions samples it).
@@ -140,7 +142,7 @@ def main() -> None:
         cold_figures, figures = sweep_figures(tmp_dir / "cold"), sweep_figures(tmp_dir / "warm")
         jobs, packings, stages = figures["jobs"], figures["packings"], figures["stages"]
         staged = sum(stages.values())
-        print(f"machine: {os.cpu_count()} CPUs; launcher={args.launcher}; dataset={args.dataset}")
+        print(f"machine: {machine()}; launcher={args.launcher}; dataset={args.dataset}")
         print(
             f"sweep: packer={args.packers} x budget={args.budgets} x seed={args.seeds}: "
             f"{jobs} jobs, {packings} packings"

@@ -36,7 +36,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harness.backends.precision import cpu_flags, cpu_kind
+from harness.backends.precision import cpu_flags, cpu_kind, cpu_model
 from harness.core.threads import available_cpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,9 +83,7 @@ class FactorialFigures:
 
 
 def this_machine(cpuinfo: str | None = None) -> Machine:
-    text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    return Machine(model=model, cpus=available_cpus(), kind=cpu_kind(cpu_flags(text)))
+    return Machine(model=cpu_model(cpuinfo), cpus=available_cpus(), kind=cpu_kind(cpu_flags(cpuinfo)))
 
 
 def suite_figures(junit: Path, returncode: int) -> SuiteFigures:

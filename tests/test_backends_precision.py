@@ -36,6 +36,12 @@ def test_flags_come_from_the_first_cpu():
     assert precision.cpu_flags("model name: x\n") == frozenset()
 
 
+def test_the_model_name_comes_from_the_first_cpu():
+    two = "processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: avx2\nprocessor\t: 1\nmodel name\t: other\n"
+    assert precision.cpu_model(two) == "AMD EPYC 9R14"
+    assert precision.cpu_model(AVX2_ONLY) == "unknown CPU"
+
+
 @pytest.mark.parametrize(
     ("cpuinfo", "expected"), [(AVX2_ONLY, "float32"), (SAPPHIRE_RAPIDS, "bfloat16"), (AMX_ONLY, "bfloat16")]
 )

@@ -22,17 +22,28 @@ log = logging.getLogger(__name__)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
-    """The feature flags of the first CPU in ``/proc/cpuinfo`` (or of the text given); empty elsewhere."""
+def _first_cpu_field(cpuinfo: str | None, names: tuple[str, ...]) -> str | None:
+    """The value of the first of ``names`` in ``/proc/cpuinfo`` (or in the text given); None elsewhere."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return frozenset()
+            return None
     for line in cpuinfo.splitlines():
-        if line.startswith(("flags", "Features")):  # x86 / ARM
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        if line.startswith(names):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The feature flags of the first CPU in ``/proc/cpuinfo`` (or of the text given); empty elsewhere."""
+    flags = _first_cpu_field(cpuinfo, ("flags", "Features"))  # x86 / ARM
+    return frozenset(flags.split()) if flags else frozenset()
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The first CPU's model name in ``/proc/cpuinfo`` (or in the text given); "unknown CPU" elsewhere."""
+    return _first_cpu_field(cpuinfo, ("model name",)) or "unknown CPU"
 
 
 def cpu_dtype(flags: frozenset[str]) -> str:

@@ -40,17 +40,9 @@ def _process_start() -> float:
 @lru_cache(maxsize=1)
 def machine() -> str:
     """This machine as far as speed goes: CPU model, its kind of vector units, CPUs this process may use."""
-    from harness.backends.precision import machine_cpu_kind
+    from harness.backends.precision import cpu_model, machine_cpu_kind
 
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model} ({machine_cpu_kind()}), {available_cpus()} CPUs"
+    return f"{cpu_model()} ({machine_cpu_kind()}), {available_cpus()} CPUs"
 
 
 def record(cache_dir: str | Path, entry: dict[str, Any], job_seconds: float) -> None:
