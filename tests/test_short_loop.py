@@ -103,7 +103,8 @@ def test_the_factorial_half_runs_and_records_its_figures(tmp_path):
     record = json.loads(out.read_text())
     factorial = record["factorial"]
     assert record["suite"] is None and factorial["full"] is False
-    # 2 jobs x 2 questions in the warm sweep's seconds, as bench_factorial.py prints it (one decimal each)
-    assert factorial["packings_per_s"] == pytest.approx(4 / factorial["warm_s"], rel=0.05)
+    # 2 jobs x 2 questions in the warm sweep's seconds, as bench_factorial.py prints both: one decimal each, so
+    # on a slow CPU (8.8 s, 0.45/s printed as 0.5) the rate may be off by half its last digit
+    assert factorial["packings_per_s"] == pytest.approx(4 / factorial["warm_s"], rel=0.05, abs=0.051)
     assert [(g["goal"], g["met"]) for g in record["goals"]] == [("factorial, warm caches", None)]
     assert record["machine"]["kind"] == cpu_kind(cpu_flags()) and "factorial, warm caches" in done.stdout
