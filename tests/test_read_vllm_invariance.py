@@ -50,8 +50,9 @@ def test_vllm_answers_never_depend_on_the_prompts_read_with_them(engine, tmp_pat
         reader._module = engine.module
         return reader
 
-    # Eight prompts, read 28 times in all: the engine reads one sequence at a time on a CPU (a second each).
-    requests = hotpot_prompts(8)
+    # Six prompts, read 21 times in all: the engine reads one sequence at a time on a CPU (a second each on AMX,
+    # two on an AVX2-only Zen 3, where eight prompts took 61 s).
+    requests = hotpot_prompts(6)
     reads = read_in_every_company(sharing_the_engine, requests, tmp_path)
     together = assert_the_same_in_every_company(reads)
-    assert len(set(together)) > 4  # real, different answers
+    assert len(set(together)) > 3, together  # real, different answers

@@ -338,25 +338,35 @@ def test_dynamic_tree_rejects_bad_settings():
         RaptorTree(lm=FakeChatLM(), retrieval="beam")
 
 
-@pytest.mark.slow
-def test_trees_build_with_the_real_offline_smollm2(tmp_path):
+def offline_smollm2(cache_dir):
+    """The real offline SmolLM2 on one thread (the suite runs two workers on two cores)."""
     from harness.backends.offline_models import default_folder
     from harness.lm.local import LocalChatLM
 
-    lm = LocalChatLM(
+    return LocalChatLM(
         pretrained=str(default_folder("smollm2")),
         offline_model="smollm2",
-        cache_dir=tmp_path,
+        cache_dir=cache_dir,
         torch_threads=1,
         batch_size=4,
     )
+
+
+# One test a tree, so the two run side by side (together 61 s on an AVX2-only Zen 3).
+@pytest.mark.slow
+def test_the_static_tree_builds_with_the_real_offline_smollm2(tmp_path):
     pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
-    raptor = RaptorTree(lm=lm, min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
+    raptor = RaptorTree(lm=offline_smollm2(tmp_path), min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
     out, _ = raptor.expand(pool, services())
     summaries = [c for c in out.candidates if c.kind == "summary"]
     assert summaries and all(c.text.strip() for c in summaries)
+
+
+@pytest.mark.slow
+def test_the_dynamic_tree_builds_with_the_real_offline_smollm2(tmp_path):
+    pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
     dynamic = DynamicTree(
-        lm=lm,
+        lm=offline_smollm2(tmp_path),
         classifier="rules",
         reducer="pca",
         reduction_dim=2,
