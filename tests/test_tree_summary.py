@@ -356,7 +356,9 @@ def offline_smollm2(cache_dir):
 @pytest.mark.slow
 def test_the_static_tree_builds_with_the_real_offline_smollm2(tmp_path):
     pool = make_long_pool(documents=topic_documents(per_topic=3, words=20))
-    raptor = RaptorTree(lm=offline_smollm2(tmp_path), min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40)
+    raptor = RaptorTree(
+        lm=offline_smollm2(tmp_path), min_nodes=0, reducer="pca", reduction_dim=2, summary_max_tokens=40
+    )
     out, _ = raptor.expand(pool, services())
     summaries = [c for c in out.candidates if c.kind == "summary"]
     assert summaries and all(c.text.strip() for c in summaries)
