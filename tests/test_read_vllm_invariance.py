@@ -55,4 +55,4 @@ def test_vllm_answers_never_depend_on_the_prompts_read_with_them(engine, tmp_pat
     requests = hotpot_prompts(6)
     reads = read_in_every_company(sharing_the_engine, requests, tmp_path)
     together = assert_the_same_in_every_company(reads)
-    assert len(set(together)) > 3, together  # real, different answers
+    assert len(set(together)) > 4, together  # real, different answers
