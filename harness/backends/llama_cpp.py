@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.offline_models import ensure_offline_tokenizer, gguf_path, offline_model_spec
+from harness.backends.tokenizer_files import ensure_pad_token, memoized_tokenizer, pretrained_tokenizer
 from harness.core import signals
 from harness.core.model_files import sha256_file
 from harness.core.threads import resolve_threads
@@ -96,18 +97,15 @@ def gguf_quantization(path: str | Path) -> str:
 def load_gguf_tokenizer(folder_or_gguf: str | Path):
     """The Hugging Face tokenizer of a llama.cpp reader, left-padded with a pad token (like the
     transformers backend's), from a tokenizer folder or straight from a GGUF file."""
-    # Imported here, like transformers: the module itself stays light to import (loading imports torch).
-    from harness.backends.loading import ensure_pad_token, memoized_tokenizer
-
     path = Path(folder_or_gguf)
 
     def load():
-        from transformers import AutoTokenizer
-
         if path.suffix == ".gguf":
+            from transformers import AutoTokenizer
+
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         else:
-            tokenizer = AutoTokenizer.from_pretrained(str(folder_or_gguf))
+            tokenizer = pretrained_tokenizer(folder_or_gguf)
         tokenizer.padding_side = "left"
         return ensure_pad_token(tokenizer, folder_or_gguf)
 

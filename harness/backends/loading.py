@@ -12,40 +12,56 @@ say, and then fetches compiled kernels (``kernels-community/...``) from the hub,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from harness.backends.offline_models import DEFAULT_MODELS_DIR, default_folder, ensure_offline_model, offline_model_spec
 from harness.backends.precision import machine_dtype
+from harness.backends.tokenizer_files import (
+    direct_class_name,
+    ensure_pad_token,
+    memoized_tokenizer,
+    pretrained_tokenizer,
+)
 from harness.core.max_memory import max_memory_bytes
-from harness.core.model_files import files_signature
 
 log = logging.getLogger(__name__)
 
+# Names, not torch dtypes: torch is imported where weights are loaded, so that a run which only renders and
+# counts prompts (harness.backends.tokenizer_files) never pays for it.
 DTYPES = {
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "float32": torch.float32,
-    "fp32": torch.float32,
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
 }
 QUANTIZATIONS = (None, "nf4", "int8")
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """A torch dtype from its name; ``"auto"`` is this machine's choice (``harness.backends.precision``)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
+def dtype_name(dtype: str | torch.dtype) -> str:
+    """The canonical name of a dtype (``bf16`` -> ``bfloat16``); ``"auto"`` is this machine's choice
+    (``harness.backends.precision``). Checks a config's dtype without importing torch."""
+    if not isinstance(dtype, str):
+        return str(dtype).removeprefix("torch.")
     if dtype == "auto":
         dtype = machine_dtype()
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)} or 'auto'")
     return DTYPES[dtype]
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """A torch dtype from its name, see :func:`dtype_name`."""
+    import torch
+
+    return dtype if isinstance(dtype, torch.dtype) else getattr(torch, dtype_name(dtype))
 
 
 def resolve_pretrained(
@@ -69,21 +85,6 @@ def is_encoder_decoder(path: str, trust_remote_code: bool = False) -> bool:
     return bool(getattr(config, "is_encoder_decoder", False))
 
 
-_TOKENIZERS: dict[tuple, Any] = {}
-
-
-def memoized_tokenizer(source: str | Path, load: Callable[[], Any], *options: Any):
-    """One tokenizer per source and options in a process. Sweep jobs in one process (the basic launcher)
-    each build their readers afresh, and Qwen2.5's tokenizer (151k-token vocabulary) takes seconds to parse.
-    Keyed by the source's files and their modification times, so a folder rewritten since is read again.
-    Every loader sets the same padding side and pad token, so the readers sharing one see the same; callers
-    treat it as read-only (deep-copy it to change a setting)."""
-    key = (str(source), files_signature(source), *options)
-    if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = load()
-    return _TOKENIZERS[key]
-
-
 def load_tokenizer(
     pretrained: str | None,
     trust_remote_code: bool = False,
@@ -94,10 +95,9 @@ def load_tokenizer(
     path = resolve_pretrained(pretrained, offline_model, models_dir)
 
     def load():
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        if not is_encoder_decoder(path, trust_remote_code):
+        tokenizer = pretrained_tokenizer(path, trust_remote_code)
+        # A directly loaded class belongs to a decoder-only model type (AutoConfig would import torch to say so).
+        if direct_class_name(path, trust_remote_code) or not is_encoder_decoder(path, trust_remote_code):
             # Generation appends to the right end of every row, so prompts must end flush right.
             tokenizer.padding_side = "left"
         return ensure_pad_token(tokenizer, path)
@@ -105,20 +105,12 @@ def load_tokenizer(
     return memoized_tokenizer(path, load, "transformers", trust_remote_code)
 
 
-def ensure_pad_token(tokenizer, source: str | Path):
-    """``tokenizer`` with a pad token for batching: its own, else its eos token."""
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ValueError(f"tokenizer of {str(source)!r} has neither a pad nor an eos token to pad with")
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 def quantization_config(quantization: str | None, compute_dtype: torch.dtype | str):
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"unknown quantization {quantization!r}; choose one of {QUANTIZATIONS}")
     if quantization is None:
         return None
+    import torch
     from transformers import BitsAndBytesConfig
 
     if quantization == "int8":
@@ -136,6 +128,8 @@ def default_device_map(quantization: str | None, device_map: str | dict | None, 
     model given ``max_memory`` (which GPUs to spread over, and how much of each)."""
     if device_map is not None or (quantization is None and max_memory is None):
         return device_map
+    import torch
+
     return "auto" if torch.cuda.is_available() else "cpu"
 
 
@@ -205,7 +199,7 @@ class ModelSpec:
         object.__setattr__(self, "models_dir", str(self.models_dir))
         if self.offline_model is not None:
             offline_model_spec(self.offline_model)  # an unknown name fails now, not at first use
-        resolve_dtype(self.dtype)
+        dtype_name(self.dtype)  # an unknown dtype fails now
         if not isinstance(self.kernels, bool):
             raise ValueError(f"kernels must be true or false, got {self.kernels!r}")
         if self.quantization not in QUANTIZATIONS:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.backends.loading import ModelSpec, resolve_dtype, resolve_pretrained
+from harness.backends.loading import ModelSpec, dtype_name, resolve_pretrained
 from harness.backends.precision import machine_cpu_kind
 from harness.core.devices import device_count
 from harness.read.answers import extract_answer
@@ -225,7 +225,7 @@ class LocalReader(Reader):
     @property
     def dtype_name(self) -> str:
         """The precision the weights run in, ``auto`` resolved for this machine: ``float32``, ``bfloat16``, ..."""
-        return str(resolve_dtype(self.spec.dtype)).replace("torch.", "")
+        return dtype_name(self.spec.dtype)
 
     @property
     def model_path(self) -> str:
