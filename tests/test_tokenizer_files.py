@@ -53,7 +53,8 @@ def source(request, folder, tmp_path_factory) -> Path:
     """The model's folder, or its tokenizer files alone (what a llama.cpp reader's tokenizer folder holds)."""
     if request.param == "model folder":
         return folder
-    target = tmp_path_factory.mktemp("tokenizer-only")
+    target = tmp_path_factory.mktemp("models") / f"{folder.name}-tokenizer"
+    target.mkdir()
     for name in TOKENIZER_FILES:
         if (folder / name).is_file():
             shutil.copy2(folder / name, target / name)
@@ -64,6 +65,10 @@ def test_the_class_named_in_the_files_is_the_one_autotokenizer_picks_and_encodes
     assert direct_class_name(source) is not None
     direct, auto = pretrained_tokenizer(source), AutoTokenizer.from_pretrained(str(source))
     assert type(direct) is type(auto)
+    # The same state: the settings it was built with and the whole serialised tokenizer (normaliser, pre-tokeniser,
+    # model, post-processor, added tokens).
+    assert direct.init_kwargs == auto.init_kwargs
+    assert direct.backend_tokenizer.to_str() == auto.backend_tokenizer.to_str()
     assert direct.special_tokens_map == auto.special_tokens_map
     assert (direct.pad_token, direct.eos_token, direct.bos_token) == (auto.pad_token, auto.eos_token, auto.bos_token)
     texts = demo_texts()

@@ -4,10 +4,12 @@ without importing torch.
 A run that does not read (``read=false``), or reads through llama.cpp, still renders and counts every
 prompt with the reader's Hugging Face tokenizer. ``AutoTokenizer`` finds the tokenizer's class through the
 model's config, and importing transformers' config machinery imports torch: 2 to 4 s of every such process
-on a 2-core CPU, more than the tokenizer itself takes to load. Where the folder's own files name a class
-and model type whose resolution is known (``DIRECT_CLASSES``), that class is imported by name and loaded;
-``tests/test_tokenizer_files.py`` checks it is the class ``AutoTokenizer`` picks and that both encode and
-render alike. Anything else (hub ids, remote code, other model types) goes through ``AutoTokenizer``.
+on a 2-core CPU, more than the tokenizer itself takes to load. The folders the harness converts from its
+offline models (``harness.backends.offline_models``: the model folder, or the tokenizer alone) hold a class and
+model type whose resolution is known (``DIRECT_CLASSES``), so that class is imported by name and loaded;
+``tests/test_tokenizer_files.py`` checks it is the object ``AutoTokenizer`` builds, state and renderings. Any
+other source (hub ids, other folders, remote code) goes through ``AutoTokenizer``, whose special cases (hub
+classes it overrides for some model ids) are not repeated here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.backends.offline_models import OFFLINE_MODELS
 from harness.core.model_files import files_signature
 
 # config.json's model_type -> the tokenizer classes (tokenizer_config.json's ``tokenizer_class``) that
@@ -26,6 +29,10 @@ DIRECT_CLASSES: dict[str, frozenset[str]] = {
     "llama": frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"}),
     "": frozenset({"Qwen2Tokenizer", "TokenizersBackend", "PreTrainedTokenizerFast"}),
 }
+# The names of the folders the offline models are converted into (their tokenizer alone: "-tokenizer").
+OFFLINE_FOLDERS = frozenset(
+    name for spec in OFFLINE_MODELS.values() for name in (spec.folder_name, f"{spec.folder_name}-tokenizer")
+)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -37,9 +44,9 @@ def _json(path: Path) -> dict[str, Any]:
 
 def direct_class_name(folder: str | Path, trust_remote_code: bool = False) -> str | None:
     """The tokenizer class ``folder`` can be loaded with directly, or ``None`` where only AutoTokenizer
-    knows (not a local folder, remote code, or a class or model type outside ``DIRECT_CLASSES``)."""
+    knows (not an offline model's folder, remote code, or a class or model type outside ``DIRECT_CLASSES``)."""
     folder = Path(folder)
-    if trust_remote_code or not folder.is_dir():
+    if trust_remote_code or folder.name not in OFFLINE_FOLDERS or not folder.is_dir():
         return None
     settings = _json(folder / "tokenizer_config.json")
     name = settings.get("tokenizer_class")
