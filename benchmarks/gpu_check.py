@@ -235,7 +235,7 @@ def section_arithmetic(args, out: Path) -> None:
 def section_bf16(args, out: Path) -> None:
     import torch
 
-    from harness.read.static_step import STEPS
+    from harness.read.row_settings import STEPS
 
     folder = model_folder(args)
     requests = prompts(args)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from harness.backends import loading, precision
+from harness.core.devices import CudaProbe
 
 AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma\n"
 SAPPHIRE_RAPIDS = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
@@ -22,7 +23,7 @@ def machine(monkeypatch):
 
     def use(text: str) -> None:
         monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo=None: parse(text))
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setattr(precision, "probe_cuda", lambda: CudaProbe("2.13.0+cpu", None, None))  # no CUDA
         precision.machine_dtype.cache_clear()
         precision.machine_cpu_kind.cache_clear()
 

@@ -14,7 +14,7 @@ import pytest
 
 from harness.core.devices import CudaProbe, Gpu
 from harness.read.hf import CUDA_PREFILL_TOKENS, TransformersReader
-from harness.read.row_decoding import row_attention_field, uses_row_kernel
+from harness.read.row_settings import row_attention_field, uses_row_kernel
 from tests.conftest import REPO
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", 80 << 30, (9, 0))

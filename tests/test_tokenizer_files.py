@@ -105,31 +105,37 @@ def test_other_folders_and_remote_code_go_through_autotokenizer(folder, tmp_path
 
 
 @pytest.mark.process
-def test_rendering_and_counting_a_llama_cpp_readers_prompts_imports_no_torch():
-    """What a ``read=false`` run does with its reader (the demo's llama.cpp reader on a CPU): build it, render a
-    prompt with its tokenizer and count it. Importing torch would cost every such run 2 to 4 s."""
+@pytest.mark.parametrize(
+    ("reader", "kind"), [("qwen2.5_coder_0.5b_gguf", "LlamaCppReader"), ("smollm2_135m", "TransformersReader")]
+)
+def test_rendering_counting_and_keying_a_readers_prompts_imports_no_torch(reader, kind, tmp_path):
+    """What a run that reads nothing (``read=false``) or finds every answer cached does with its reader: build it,
+    render a prompt with its tokenizer, count it and key its answer. The demo's reader is llama.cpp's on CPUs
+    without bf16 and transformers' with it; importing torch would cost every such run 2 to 4 s."""
     script = """
 import sys
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from harness.read.base import PromptRequest
 with initialize_config_dir(config_dir=sys.argv[1], version_base=None):
-    cfg = compose("config", overrides=["reader=qwen2.5_coder_0.5b_gguf", "paths.models_dir=" + sys.argv[2]])
+    overrides = ["reader=" + sys.argv[3], "reader.dtype=auto", "paths.models_dir=" + sys.argv[2]]
+    cfg = compose("config", overrides=overrides if sys.argv[3] == "smollm2_135m" else overrides[::2])
 reader = instantiate(cfg.reader, _recursive_=False)
-prompt = reader.render(PromptRequest(question="Who wrote Hamlet?", context="Hamlet is a play by Shakespeare."))
+request = PromptRequest(question="Who wrote Hamlet?", context="Hamlet is a play by Shakespeare.")
+prompt = reader.render(request)
 assert reader.count_prompt_tokens(prompt) > 10, prompt
 assert reader.token_counter.count("Hamlet is a play by Shakespeare.") > 3
+assert len(reader.cache_key(request)) >= 32 and reader.reader_id
 print(type(reader).__name__, "torch" in sys.modules)
 """
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", script, str(REPO / "conf"), str(MODELS)],
+        [sys.executable, "-c", script, str(REPO / "conf"), str(MODELS), reader],
         cwd=REPO,
-        env=env,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HARNESS_CACHE_DIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["LlamaCppReader", "False"], proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout.split() == [kind, "False"], proc.stdout + proc.stderr[-2000:]

@@ -15,7 +15,7 @@ import logging
 from functools import cache
 from pathlib import Path
 
-from harness.core.devices import native_dtype
+from harness.core.devices import native_dtype, probe_cuda
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ def cpu_dtype(flags: frozenset[str]) -> str:
 @cache
 def machine_dtype() -> str:
     """``auto``'s dtype on this machine (see the module docstring), logged once per process."""
-    import torch
-
-    if torch.cuda.is_available():
-        capability = min(torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+    # probe_cuda imports torch only where a CUDA build may see devices: a CPU build answers from its version file.
+    probe = probe_cuda()
+    if probe.usable:
+        capability = min(gpu.capability for gpu in probe.gpus)
         chosen = native_dtype(capability)
         why = f"GPU of compute capability {capability[0]}.{capability[1]}"
     else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.backends.loading import resolve_dtype
+from harness.backends.loading import dtype_name
 from harness.backends.precision import machine_cpu_kind
 from harness.core.threads import resolve_threads
 from harness.read.local import LocalReader, device_field, threads_field
-from harness.read.row_decoding import STEPS, row_attention_field
+from harness.read.row_settings import STEPS, row_attention_field
 
 DECODINGS = ("rows", "generate")
 # Prompts handed to the row decoder per predict step, per decoding row: rows whose answers end take the
@@ -76,7 +76,7 @@ class TransformersReader(LocalReader):
 
     @property
     def full_precision(self) -> bool:
-        return str(resolve_dtype(self.spec.dtype)) == "torch.float32" and self.spec.quantization is None
+        return dtype_name(self.spec.dtype) == "float32" and self.spec.quantization is None
 
     @property
     def reader_id(self) -> str:

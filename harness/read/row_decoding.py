@@ -36,7 +36,6 @@ Only the decoding's arithmetic changes, not its rule: greedy, stopping at an end
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,7 +45,8 @@ import torch.nn.functional as F
 
 from harness.read.row_cache import RowCache, SegmentCache, empty_like
 from harness.read.row_keys import RowKeys
-from harness.read.static_step import STEPS, StaticStep
+from harness.read.row_settings import STEPS, uses_row_kernel
+from harness.read.static_step import StaticStep
 
 ATTENTION = "harness_rows"
 
@@ -324,27 +324,3 @@ def default_sync_every(device: torch.device | str) -> int:
     """Decoding steps per read by the host: 1 on a CPU, where the host computes the steps itself and a step
     past an answer's end is only work, ``CUDA_SYNC_EVERY`` elsewhere."""
     return 1 if torch.device(device).type == "cpu" else CUDA_SYNC_EVERY
-
-
-def uses_row_kernel(device: torch.device | str) -> bool:
-    """Whether row decoding on ``device`` attends through the Triton kernel: on CUDA, when Triton imports,
-    unless ``HARNESS_ROW_KERNEL=0`` asks for one library call per row (the reader id follows either way)."""
-    if torch.device(device).type != "cuda" or os.environ.get("HARNESS_ROW_KERNEL", "1") == "0":
-        return False
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def row_attention_field(device: str, packed: bool = False) -> str:
-    """The reader identity's field for the attention on ``device``: the decoding steps' kernel and its block, and
-    with a packed prefill (``packed``) the prefill's kernel and its blocks."""
-    if not uses_row_kernel("cuda" if device.startswith("cuda") else "cpu"):
-        return ""
-    from harness.read import prefill_kernel
-    from harness.read.row_kernel import BLOCK_N
-
-    prefill = f"|prefill_attn=triton{prefill_kernel.BLOCK_M}x{prefill_kernel.BLOCK_N}" if packed else ""
-    return f"|attn=triton{BLOCK_N}{prefill}"

@@ -18,8 +18,6 @@ import torch
 from harness.read.row_cache import RowCache
 from harness.read.row_keys import RowKeys
 
-STEPS = ("host", "static", "graph")
-
 
 @dataclass
 class StepInputs:
