@@ -20,8 +20,10 @@ from tests.test_read_row_decoding import assert_the_same_in_every_company, read_
 
 
 def smollm2(cache_dir: Path) -> LocalReader:
-    # prefix caching as configured (on); on a CPU the engine reuses no prefix whatever the setting
-    return test_read_vllm.smollm2("vllm", cache_dir, dtype="auto", max_new_tokens=24, enable_prefix_caching=True)
+    # prefix caching as configured (on); on a CPU the engine reuses no prefix whatever the setting. Answers of 12
+    # tokens at most: what is checked is that a prompt's answer is the same in every company, not its length (the
+    # invariance test alone on an AVX2-only Zen 3: 34.6 s with 24 tokens, 21.3 s with 12).
+    return test_read_vllm.smollm2("vllm", cache_dir, dtype="auto", max_new_tokens=12, enable_prefix_caching=True)
 
 
 @pytest.fixture(scope="module")
