@@ -118,8 +118,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from harness.read.base import PromptRequest
 with initialize_config_dir(config_dir=sys.argv[1], version_base=None):
-    overrides = ["reader=" + sys.argv[3], "reader.dtype=auto", "paths.models_dir=" + sys.argv[2]]
-    cfg = compose("config", overrides=overrides if sys.argv[3] == "smollm2_135m" else overrides[::2])
+    cfg = compose("config", overrides=["reader=" + sys.argv[3], "paths.models_dir=" + sys.argv[2]])
 reader = instantiate(cfg.reader, _recursive_=False)
 request = PromptRequest(question="Who wrote Hamlet?", context="Hamlet is a play by Shakespeare.")
 prompt = reader.render(request)

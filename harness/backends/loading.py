@@ -79,6 +79,8 @@ def resolve_pretrained(
 
 
 def is_encoder_decoder(path: str, trust_remote_code: bool = False) -> bool:
+    if direct_class_name(path, trust_remote_code):
+        return False  # an offline model's folder: a decoder-only model type (AutoConfig would import torch)
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
@@ -96,8 +98,7 @@ def load_tokenizer(
 
     def load():
         tokenizer = pretrained_tokenizer(path, trust_remote_code)
-        # A directly loaded class belongs to a decoder-only model type (AutoConfig would import torch to say so).
-        if direct_class_name(path, trust_remote_code) or not is_encoder_decoder(path, trust_remote_code):
+        if not is_encoder_decoder(path, trust_remote_code):
             # Generation appends to the right end of every row, so prompts must end flush right.
             tokenizer.padding_side = "left"
         return ensure_pad_token(tokenizer, path)
