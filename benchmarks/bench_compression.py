@@ -7,7 +7,10 @@ the mean compressed length in reader tokens, how many fit the budget without tru
 compressions equal the first dtype's. The default ``--dtypes`` adds bfloat16 on any CPU with bf16
 instructions (elsewhere bf16 is emulated and the packer refuses it), so that the speed-up line shows which is
 faster there; ``torch_dtype: auto`` picks it only on a CPU with AMX (``compressor_dtype``, printed in the header).
-Model loading and the first compression are timed apart from the rest.
+Model loading and the first compression are timed apart from the rest. Then, in the first dtype, the same
+questions at a second budget (``--second-budget``) twice: with the documents' question-conditioned perplexities
+the compressor remembers from the first budget (LongLLMLingua's ranking, as a sweep over budgets runs it), and
+with nothing remembered, side by side with the texts compared.
 
     .venv/bin/python benchmarks/bench_compression.py --questions 8 --budget 160
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +64,7 @@ def main() -> None:
         "--questions", type=int, default=8, help="the first N questions (at least 2: the first warms the kernels)"
     )
     parser.add_argument("--budget", type=int, default=160, help="reader tokens")
+    parser.add_argument("--second-budget", type=int, default=128, help="reader tokens of the ranking comparison")
     parser.add_argument(
         "--dtypes", nargs="+", default=None, help="default: float32, and bfloat16 where the CPU has bf16 instructions"
     )
@@ -123,8 +128,34 @@ def main() -> None:
             f"speed-up of {figures[-1]['dtype']} over {figures[0]['dtype']}: "
             f"{figures[0]['s_per_question'] / figures[-1]['s_per_question']:.2f}x"
         )
+    ranking = remembered_ranking(dtypes[0], batch[1:], args.second_budget, args.models_dir)
+    speedup = ranking["afresh_s"] / ranking["remembered_s"]
+    print(
+        f"B = {args.second_budget} after B = {args.budget} ({dtypes[0]}): {ranking['remembered_s']} s/question with "
+        f"the ranking remembered, {ranking['afresh_s']} s afresh ({speedup:.2f}x); "
+        f"same text {ranking['same_text']}/{ranking['timed']}"
+    )
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"dtypes": figures, "ranking": ranking}, indent=2) + "\n", encoding="utf-8")
+
+
+def remembered_ranking(dtype: str, batch: list[PackingRequest], budget: int, models_dir: Path) -> dict:
+    """Seconds per question at ``budget`` with the perplexities remembered from the packings above, and with the
+    compressor's memo bypassed; the texts must be the same."""
+    packer = LLMLinguaPacker(models_dir=str(models_dir), model_config={"torch_dtype": dtype})
+    compressor = packer.compressor()  # the one above: compressors are built once per process and settings
+    remembered = compressor.get_condition_ppl
+    again = [replace(request, budget=budget) for request in batch]
+    figures: dict = {"budget": budget, "timed": len(again)}
+    texts = {}
+    for mode, ranking in (("remembered", remembered), ("afresh", remembered.__wrapped__)):
+        compressor.get_condition_ppl = ranking
+        start = time.perf_counter()
+        texts[mode] = [" ".join(s.text for s in packer.pack(request).snippets) for request in again]
+        figures[f"{mode}_s"] = round((time.perf_counter() - start) / max(len(again), 1), 2)
+    compressor.get_condition_ppl = remembered
+    figures["same_text"] = sum(a == b for a, b in zip(texts["remembered"], texts["afresh"], strict=True))
+    return figures
 
 
 if __name__ == "__main__":

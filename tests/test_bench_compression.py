@@ -1,5 +1,6 @@
 """The compression benchmark of docs/benchmarks.md, run as documented on two questions of four paragraphs each:
-one row per dtype the CPU computes, every compression within the budget once truncated. (Ten paragraphs a
+one row per dtype the CPU computes, every compression within the budget once truncated, and a second budget's
+texts the same with the documents' ranking remembered as computed afresh. (Ten paragraphs a
 question took 37 s on one AMX core and 56 s with bf16 kept off AMX, as on CPUs without it: the compressor's
 forward passes grow with the context, and what is checked here is the script, not its figures.)"""
 
@@ -34,8 +35,12 @@ def test_the_documented_compression_benchmark_prints_a_row_per_dtype(tmp_path):
     out = subprocess.run(
         [*command, "--json", str(figures)], cwd=REPO, capture_output=True, text=True, timeout=300, check=True
     ).stdout
-    rows = json.loads(figures.read_text())
+    printed = json.loads(figures.read_text())
+    rows = printed["dtypes"]
     expected = ["float32"] + (["bfloat16"] if cpu_dtype(cpu_flags()) == "bfloat16" else [])
     assert [row["dtype"] for row in rows] == expected
     assert all(0 < row["mean_tokens"] <= 160 for row in rows)
     assert "| float32 | float32\\|cpu |" in out  # the numerics' own bar escaped in the markdown table
+    ranking = printed["ranking"]
+    assert ranking["budget"] == 128 and ranking["same_text"] == ranking["timed"] == 1
+    assert "s/question with the ranking remembered" in out

@@ -191,6 +191,25 @@ def test_llmlingua1_compresses_offline_with_smollm2(tokens):
     assert set(snippet.source_ids) <= {"d1", "d2", "d3"}
 
 
+@pytest.mark.slow
+def test_another_budget_ranks_the_documents_without_a_forward_pass_and_compresses_as_afresh(tokens):
+    """The documents' perplexities given the question are computed once per compressor; a second budget reuses
+    them (no new ranking pass) and its text is the one a compressor with nothing remembered gives."""
+    packer = LLMLinguaPacker(models_dir=str(MODELS_DIR))
+    remembered = packer.compressor().get_condition_ppl
+    remembered.cache_clear()
+    packer.pack(make_request(tokens, budget=40))
+    ranked = remembered.cache_info()
+    assert ranked.misses >= len(DOCUMENTS)  # each document ranked at least once
+    second = packer.pack(make_request(tokens, budget=30)).snippets[0].text
+    again = remembered.cache_info()
+    assert again.misses == ranked.misses and again.hits > ranked.hits
+    remembered.cache_clear()
+    afresh = LLMLinguaPacker(name="afresh", models_dir=str(MODELS_DIR)).pack(make_request(tokens, 30))
+    assert afresh.snippets[0].text == second
+    assert remembered.cache_info().misses >= len(DOCUMENTS)
+
+
 def test_legacy_kv_cache_wrapper_round_trips_pairs():
     """llmlingua slices the cache as (key, value) pairs; the wrapper feeds transformers a Cache and hands
     pairs back, so iterative compression of long contexts works with transformers 5."""
