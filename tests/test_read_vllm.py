@@ -5,6 +5,7 @@ The engine tests never skip: without vLLM's venv they fail, saying how to build 
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -332,6 +333,7 @@ def test_a_reader_replaced_in_a_sweep_process_stops_its_engine(engine, engine_an
     shared_instance("reader", {"job": 2}, lambda: smollm2("transformers", tmp_path / "second"))
     assert worker.process.poll() is not None and not psutil.pid_exists(pid)
     assert first._module is None
+    assert not worker.log_path.exists()  # a worker that ended cleanly leaves no log behind
 
 
 @pytest.mark.slow
@@ -339,7 +341,9 @@ def test_two_replicas_give_the_single_engines_answers_in_order(engine, engine_an
     # Its answers are in hand: the single engine is stopped at once (if the test above has not stopped it),
     # so the replicas get the cores.
     if engine._module is not None:
+        (worker,) = engine.module.backend._workers
         engine.module.backend.close(kill=True)
+        worker.log_path.unlink()
     # Two replicas share the prompts (dealt in turn: two to one, one to the other) and give the single engine's
     # answers, in order. They share this worker's core, as replicas do when a job has fewer cores than replicas:
     # on both of the suite's cores (every_core) the second replica competed with the other worker's tests, and
@@ -352,8 +356,12 @@ def test_two_replicas_give_the_single_engines_answers_in_order(engine, engine_an
         assert len({w.process.pid for w in replicas.module.backend._workers}) == 2
     finally:
         # Killed: the graceful stop is the replaced-reader test's to check, and waiting for two of them adds time.
+        logs = [w.log_path for w in replicas.module.backend._workers]
         replicas.module.backend.close(kill=True)
         replicas.close()
+    assert all(log.exists() for log in logs)  # a stopped worker's log stays for whoever looks into the stop
+    for log in logs:
+        log.unlink()
 
 
 @pytest.mark.slow
@@ -383,3 +391,7 @@ def test_sigterm_while_the_engine_works_exits_within_five_seconds_and_leaves_no_
     assert not (run_dir / "summary.json").exists()
     gone, alive = psutil.wait_procs(engine, timeout=5)
     assert not alive, f"vLLM processes left running: {[p.pid for p in alive]}"
+    # The stopped worker's log stays, named where the run started it.
+    (log,) = {Path(name) for name in re.findall(r"\S*vllm-worker-\S+\.log", out)}
+    assert log.is_file()
+    log.unlink()

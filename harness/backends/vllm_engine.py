@@ -108,6 +108,10 @@ class _Worker:
             except ProcessLookupError:
                 pass
             process.wait()
+        elif process.returncode == 0:
+            # A worker that ended cleanly leaves nothing to read; a failed or stopped one keeps its log, which
+            # the error (or the start's log line) names.
+            self.log_path.unlink(missing_ok=True)
 
 
 def _shares(items: list, parts: int) -> list[list]:
