@@ -191,3 +191,21 @@ def chromium(chromium_session):
     from tests.helpers.browser import BrowserPage
 
     return BrowserPage(chromium_session)
+
+
+@pytest.fixture
+def cache_with_shared_plan(tmp_path, tmp_path_factory) -> Path:
+    """``tmp_path/cache``, empty but for ``plan/``: the suite's one folder of the planner's parameter counts
+    (harness.plan.facts_cache). Counting a model config on the meta device imports transformers and torch, 5 to
+    10 s a process; shared, each config is counted by whichever test asks first. Entries are named by the config's
+    bytes and the counting code and written by an atomic rename, so the workers share them safely. Tests of a cold
+    plan keep a cache of their own."""
+    from harness.plan.facts_cache import SUBDIR
+    from tests.helpers.built_once import session_folder
+
+    shared = session_folder(tmp_path_factory, "plan-facts")
+    shared.mkdir(exist_ok=True)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / SUBDIR).symlink_to(shared, target_is_directory=True)
+    return cache

@@ -322,15 +322,15 @@ def test_cli_exits_2_with_one_line_for_a_plan_that_does_not_fit(tmp_path):
 
 
 @pytest.mark.process
-def test_cli_exits_0_when_the_plan_fits(tmp_path):
-    done, _ = _cli("reader=qwen2.5_7b", "--gpus", "80GiB", cache_dir=tmp_path)
+def test_cli_exits_0_when_the_plan_fits(cache_with_shared_plan):
+    done, _ = _cli("reader=qwen2.5_7b", "--gpus", "80GiB", cache_dir=cache_with_shared_plan)
     assert done.returncode == 0 and done.stderr == ""
     assert "fits         yes" in done.stdout
 
 
 @pytest.mark.process
-def test_cli_refuses_a_bad_gpu_list(tmp_path):
-    done, _ = _cli("reader=qwen2.5_7b", "--gpus", "24", cache_dir=tmp_path)
+def test_cli_refuses_a_bad_gpu_list(cache_with_shared_plan):
+    done, _ = _cli("reader=qwen2.5_7b", "--gpus", "24", cache_dir=cache_with_shared_plan)
     assert done.returncode == 1 and "cannot read GPU list '24'" in done.stderr
 
 
@@ -342,8 +342,8 @@ def test_ladder_lists_every_gpu_reader():
 
 
 @pytest.mark.process
-def test_cli_ladder_prints_a_markdown_table(tmp_path):
-    done, _ = _cli("--ladder", "--gpus", "24GiB,2x80GiB", cache_dir=tmp_path)
+def test_cli_ladder_prints_a_markdown_table(cache_with_shared_plan):
+    done, _ = _cli("--ladder", "--gpus", "24GiB,2x80GiB", cache_dir=cache_with_shared_plan)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("| reader |") and "1 x 24 GiB" in lines[0] and "2 x 80 GiB" in lines[0]
@@ -351,8 +351,9 @@ def test_cli_ladder_prints_a_markdown_table(tmp_path):
     assert all(line.count("|") == lines[0].count("|") for line in lines)
 
 
-def test_the_ladder_page_shows_the_commands_output(tmp_path):
+def test_the_ladder_page_shows_the_commands_output(cache_with_shared_plan):
     page = (REPO / "docs" / "gpu-plan.md").read_text()
     assert "python -m harness.plan --ladder --gpus 24GiB,40GiB,80GiB" in page
-    table = ladder_table(parse_gpu_groups("24GiB,40GiB,80GiB"), 2048, None, [f"paths.cache_dir={tmp_path}"])
+    overrides = [f"paths.cache_dir={cache_with_shared_plan}"]
+    table = ladder_table(parse_gpu_groups("24GiB,40GiB,80GiB"), 2048, None, overrides)
     assert table in page, "rerun python -m harness.plan --ladder --gpus 24GiB,40GiB,80GiB and paste its table"

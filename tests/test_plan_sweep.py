@@ -61,6 +61,7 @@ def seconds(read_per_question: float) -> float:
     return DEMO_QUESTIONS / 75.9 + 0.89 + DEMO_QUESTIONS * read_per_question
 
 
+@pytest.mark.usefixtures("cache_with_shared_plan")
 @pytest.mark.process
 def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
     result, lines = preview(tmp_path, "reader=smollm2_135m")
@@ -81,6 +82,7 @@ def test_a_cpu_sweep_on_the_basic_launcher(tmp_path):
     assert f"{6 * seconds(3.71) / 60:.1f} job-minutes" in lines[-3] and lines[-3].startswith("total: ")
 
 
+@pytest.mark.usefixtures("cache_with_shared_plan")
 @pytest.mark.process
 def test_a_gpu_sweep_through_slurm_plans_each_job_on_the_gpus_it_gets(tmp_path):
     result, lines = preview(tmp_path, "reader=qwen2.5_7b_nf4", "hydra/launcher=slurm", "--gpus", "24GiB")
@@ -98,6 +100,7 @@ def test_a_gpu_sweep_through_slurm_plans_each_job_on_the_gpus_it_gets(tmp_path):
         assert "qwen2.5-7b-nf4: 5.50 prompts/s" in cost
 
 
+@pytest.mark.usefixtures("cache_with_shared_plan")
 @pytest.mark.process
 def test_a_job_that_does_not_fit_makes_the_preview_exit_2(tmp_path):
     result, lines = preview(tmp_path, "reader=qwen2.5_7b", "reader.batch_size=256", "--gpus", "24GiB")
@@ -112,6 +115,7 @@ def test_every_rate_is_a_figure_its_page_shows_with_its_command(rate):
     assert re.search(rf"(?<![\d.]){re.escape(rate.figure)}(?![\d])", page), f"{rate.figure} not on {rate.page}"
 
 
+@pytest.mark.usefixtures("cache_with_shared_plan")
 @pytest.mark.process
 def test_the_preview_shows_the_launcher_block_the_cache_and_what_a_sweeps_file_fixes(tmp_path):
     result, lines = preview(
@@ -145,6 +149,7 @@ def test_multirun_with_cfg_says_to_drop_m_or_preview():
     assert "Drop -m" in result.stderr and "python -m harness.preview packer=packed,submod" in result.stderr
 
 
+@pytest.mark.usefixtures("cache_with_shared_plan")
 @pytest.mark.slow
 def test_a_sweep_previewed_after_it_ran_here_is_priced_from_its_runs_within_a_factor_of_1_5(tmp_path):
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}

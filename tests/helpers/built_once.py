@@ -19,14 +19,18 @@ from filelock import FileLock
 DONE = ".built"
 
 
+def session_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """The path ``name`` in a folder every worker of this session sees (the workers' base folders' parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / name
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """The folder ``name``, filled by ``build(folder)`` in the first worker of this session to ask for it.
 
     ``build`` writes only into the folder; the tests read it. A build that failed part-way is started again by
     the next worker to ask (the folder is marked done only after ``build`` returns)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base  # the workers' base folders' parent
-    folder = shared / f"built-once-{name}"
+    folder = session_folder(tmp_path_factory, f"built-once-{name}")
     with FileLock(f"{folder}.lock"):
         if not (folder / DONE).exists():
             shutil.rmtree(folder, ignore_errors=True)
