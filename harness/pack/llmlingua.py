@@ -187,17 +187,12 @@ def load_prompt_compressor(
         return _COMPRESSORS[key]
 
 
-# Documents' question-conditioned perplexities kept per compressor: enough for the pools of a few hundred questions.
-CONDITION_PPL_MEMO = 8192
-
-
 def remember_condition_perplexities(compressor) -> None:
     """LongLLMLingua ranks the documents by their perplexity given the question, one forward pass each, at every
-    ``compress_prompt``: again at the retried and the overshoot-lowered targets, and at every budget of a sweep,
-    though the ranking depends on neither (half of a HotpotQA question's compression on a CPU). Each value is
-    computed once per (text, question, condition, granularity) by this compressor, whose model and tokenizer
-    never change, so a repeated value is the one a fresh forward pass would give."""
-    compressor.get_condition_ppl = functools.lru_cache(maxsize=CONDITION_PPL_MEMO)(compressor.get_condition_ppl)
+    ``compress_prompt``: again at the overshoot-lowered and retried targets and at each budget of a sweep, though
+    the ranking depends on none of them. Each value is computed once per (text, question, condition, granularity)
+    by this compressor, whose model never changes; 8192 values hold the pools of a few hundred questions."""
+    compressor.get_condition_ppl = functools.lru_cache(maxsize=8192)(compressor.get_condition_ppl)
 
 
 def attributed_sources(
