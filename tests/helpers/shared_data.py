@@ -15,14 +15,18 @@ SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAMPLES = {
     "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_v1_100.json",
     "hotpotqa/hotpot_dev_fullwiki_v1.json": "hotpotqa_fullwiki/hotpot_fullwiki_dev_sample.jsonl",
-    # 485 of IRCoT's 500 (the project's replication studies read this file)
-    "ircot/processed_data/hotpotqa/test_subsampled.jsonl": "hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl",
+    # 485 of the fork's 500 lines, unmodified (the replication studies keep exactly these 485)
+    "anlp-project-multihop/processed_data/hotpotqa/dev_subsampled.jsonl": "hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl",
     "musique/musique_ans_v1.0_dev.jsonl": "musique/musique_ans_dev_sample.jsonl",
     "2wikimultihopqa/dev.json": "2wikimultihopqa/2wiki_dev_sample.jsonl",
-    "qasper/qasper-dev-v0.3.json": "qasper/qasper-original-sample.json",
-    "quality/QuALITY.v1.0.1.htmlstripped.dev": "quality/quality_example.jsonl",
+    "qasper/qasper-train-v0.3.json": "qasper/qasper-original-sample.json",  # its first 10 papers
+    "quality/quality_example.jsonl": "quality/quality_example.jsonl",
     "covidqa/200423_covidQA.json": "covidqa/200423_covidQA.json",
-    "expertqa/r2_compiled_anon.jsonl": "expertqa/expertqa_rand_test_sample.jsonl",
+    # the first lines of third parties' copies, under their registered paths
+    "migres/data/musique.json": "musique/musique_ans_dev_sample.jsonl",
+    "migres/data/wikihop.json": "2wikimultihopqa/2wiki_dev_sample.jsonl",
+    "amor/data/hotpotqa/test.json": "hotpotqa_fullwiki/hotpot_fullwiki_dev_sample.jsonl",
+    "expertqa/rand_test.jsonl": "expertqa/expertqa_rand_test_sample.jsonl",  # its first 100 lines
 }
 
 

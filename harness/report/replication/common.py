@@ -77,7 +77,8 @@ INJECTION_OPEN = _sweep("replication_injection_open")
 INJECTION_DISTRACTOR = _sweep(
     "injection_distractor",
     "injection_selection",
-    "dataset=hotpotqa_ircot",
+    "dataset=hotpotqa_fork_dev_subsampled",
+    "dataset.question_ids_file=harness/data/question_ids/hotpotqa_fork_dev_subsampled_485.txt",
     "dataset.sample_size=null",
     "retriever.setting=distractor",
     "retriever.pool_size=null",
