@@ -2,7 +2,8 @@
 
 It serves a folder, logs each request (path, Range header, status, bytes sent) and can cut a transfer after a
 number of bytes, closing the connection mid-body as a dropped network would, so an interrupted download is a
-real one.
+real one, or stall after a number of bytes, sending nothing more while the connection stays open, as a hung
+server does. A missing file is answered 404.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ class FileServer:
     root: Path
     cut_after: int | None = None  # bytes of the next body before the connection is dropped (once)
     ignore_range: bool = False  # answer a Range request with the whole file (200), as some servers do
+    stall_after: int | None = None  # bytes of the next body before the server stops sending, connection open (once)
     log: list[Served] = field(default_factory=list)
+    _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __enter__(self) -> FileServer:
         server = self
@@ -70,9 +73,15 @@ class FileServer:
                 if server.cut_after is not None:  # the connection drops after these bytes
                     body, server.cut_after = body[: server.cut_after], None
                     self.close_connection = True
+                stall = server.stall_after is not None
+                if stall:
+                    body, server.stall_after = body[: server.stall_after], None
+                    self.close_connection = True
                 server.log.append(Served(relative, self.headers.get("Range"), status, len(body)))
                 self.wfile.write(body)
                 self.wfile.flush()
+                if stall:  # hold the connection open without a byte more, until the server stops
+                    server._stopped.wait(timeout=60)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -84,5 +93,6 @@ class FileServer:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def __exit__(self, *exc) -> None:
+        self._stopped.set()  # releases a stalled reply
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -22,6 +22,13 @@ class UnsafeArchive(ValueError):
     """An archive with a member that would be written outside the folder it is extracted into."""
 
 
+class MissingMember(KeyError):
+    """An archive without the member a registry entry names (another version of the archive, most likely)."""
+
+    def __str__(self) -> str:  # the message as written, not KeyError's quoted repr of it
+        return str(self.args[0])
+
+
 def _outside(name: str) -> bool:
     """Whether a member name escapes its folder: absolute, a drive, or climbing above it with ``..``."""
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
@@ -63,7 +70,7 @@ def extract_member(archive: Path, member: str, destination: Path) -> None:
         with zipfile.ZipFile(archive) as handle:
             _check_zip(archive, handle)
             if member not in handle.namelist():
-                raise KeyError(f"{archive}: no member {member!r}")
+                raise MissingMember(f"{archive}: no member {member!r}")
             with handle.open(member) as source, open(part, "wb") as target:
                 shutil.copyfileobj(source, target)
     elif tarfile.is_tarfile(archive):
@@ -72,10 +79,10 @@ def extract_member(archive: Path, member: str, destination: Path) -> None:
             try:
                 info = handle.getmember(member)
             except KeyError as error:
-                raise KeyError(f"{archive}: no member {member!r}") from error
+                raise MissingMember(f"{archive}: no member {member!r}") from error
             source = handle.extractfile(info)
             if source is None:
-                raise KeyError(f"{archive}: member {member!r} is not a regular file")
+                raise MissingMember(f"{archive}: member {member!r} is not a regular file")
             with source, open(part, "wb") as target:
                 shutil.copyfileobj(source, target)
     else:
