@@ -15,7 +15,8 @@ import time
 import pytest
 
 from harness.plan.rates import JOB, READ_RATES, SELECTION
-from tests.conftest import REPO
+from harness.run.preview_launch import cache_line
+from tests.conftest import REPO, compose_cfg
 
 PACKERS = ("packed", "submod")
 BUDGETS = ("96", "128", "160")
@@ -179,3 +180,51 @@ def test_a_sweep_previewed_after_it_ran_here_is_priced_from_its_runs_within_a_fa
     assert "1 process start(s)" in total
     assert measured / 1.5 <= estimate <= measured * 1.5, (estimate, measured)
     assert any(line.startswith("rates [this machine]: 4 jobs recorded on ") for line in lines)
+
+
+SETUP_URL = "postgresql://harness:s3cret@db.internal/harness"
+FROM_SETUP = (
+    "cache      PostgreSQL postgresql://harness:***@db.internal/harness "
+    "(one cache for every host; HARNESS_CACHE_URL exported by hydra.launcher.setup)"
+)
+
+
+def test_the_cache_line_is_the_one_the_launchers_setup_exports(monkeypatch):
+    monkeypatch.delenv("HARNESS_CACHE_URL", raising=False)
+    slurm = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu"]
+    setup = f'+hydra.launcher.setup=["source .venv/bin/activate","export HARNESS_CACHE_URL={SETUP_URL}"]'
+    assert cache_line(compose_cfg([*slurm, setup], return_hydra_config=True)) == FROM_SETUP
+    # This shell's variable is not what the jobs get: their setup line exports another after it.
+    monkeypatch.setenv("HARNESS_CACHE_URL", "postgresql://me@localhost/mine")
+    assert cache_line(compose_cfg([*slurm, setup], return_hydra_config=True)) == FROM_SETUP
+    quoted = "+hydra.launcher.setup=[\"X=1 && export 'HARNESS_CACHE_URL=" + SETUP_URL + "?sslmode=require'\"]"
+    assert cache_line(compose_cfg([*slurm, quoted], return_hydra_config=True)) == FROM_SETUP.replace(
+        "harness (", "harness?sslmode=require ("
+    )
+    # cache.url on the command line is what the jobs use: the setup's variable is named as replaced.
+    given = compose_cfg([*slurm, setup, "cache.url=postgresql://u:other@db2/h"], return_hydra_config=True)
+    assert cache_line(given) == (
+        "cache      PostgreSQL postgresql://u:***@db2/h (one cache for every host; hydra.launcher.setup exports "
+        "HARNESS_CACHE_URL, which cache.url replaces)"
+    )
+    monkeypatch.delenv("HARNESS_CACHE_URL")
+    folder = '+hydra.launcher.setup=["export HARNESS_CACHE_DIR=/shared/cache"]'
+    assert cache_line(compose_cfg([*slurm, folder], return_hydra_config=True)) == (
+        "cache      SQLite files under /shared/cache (HARNESS_CACHE_DIR exported by hydra.launcher.setup, each host's)"
+    )
+    later = '+hydra.launcher.setup=["export HARNESS_CACHE_URL=$DB_URL"]'
+    assert cache_line(compose_cfg([*slurm, later], return_hydra_config=True)) == (
+        "cache      HARNESS_CACHE_URL=$DB_URL (HARNESS_CACHE_URL exported by hydra.launcher.setup; expanded in each "
+        "job's shell)"
+    )
+
+
+@pytest.mark.usefixtures("cache_with_shared_plan")
+@pytest.mark.process
+def test_the_preview_shows_the_cache_the_setup_lines_export_without_its_password(tmp_path):
+    setup = f'+hydra.launcher.setup=["source .venv/bin/activate","export HARNESS_CACHE_URL={SETUP_URL}"]'
+    result, lines = preview(tmp_path, "read=false", "hydra/launcher=slurm", setup)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert FROM_SETUP in lines
+    assert "  - export HARNESS_CACHE_URL=postgresql://harness:***@db.internal/harness" in lines  # the setup block
+    assert "s3cret" not in result.stdout + result.stderr

@@ -15,7 +15,8 @@ Code fingerprints (``harness.cache.stage_code``)
 Content
     ``example_digest`` hashes a loaded Example field by field, documents and metadata included, so an
     edited question, answer or passage gets a new key whatever its id. ``input_files_digest`` hashes
-    the bytes of the files a dataset config points at (the run key, computed before loading).
+    the bytes of the files a dataset config points at (the run key, computed before loading), remembered
+    under the files' size and modification stamps (``harness.cache.file_hashes``).
 
 Config
     ``identity_config`` is the resolved config with the runtime-only keys removed (logger, paths, cache
@@ -28,14 +29,13 @@ Config
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.cache import stable_hash
+from harness.cache import file_hashes, stable_hash
 from harness.cache.stage_code import (
     PACKAGE_DIR,
     RUN_EXCLUDED,
@@ -47,7 +47,6 @@ from harness.cache.stage_code import (
     stage_files,
     stage_fingerprint,
 )
-from harness.core.model_files import files_signature
 from harness.core.types import Document, Example
 
 __all__ = [
@@ -58,6 +57,7 @@ __all__ = [
     "example_digests",
     "files_fingerprint",
     "identity_config",
+    "input_files",
     "input_files_digest",
     "module_fingerprint",
     "outside_code",
@@ -108,68 +108,81 @@ def example_digests(examples: Sequence[Example]) -> list[str]:
 
 
 def _file_digest(path: Path, digest) -> None:
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-
-
-# (key, path, files_signature) of each named file -> their digest: the jobs of a sweep name the same dataset
-# file, read once per process instead of twice per job.
-_FILE_DIGESTS: dict[tuple[tuple[str, str, tuple], ...], str] = {}
-# A file modified this recently may be rewritten within the same clock tick, same size, same stamp (git's
-# "racily clean" case): such a file is digested afresh every time.
-_SETTLED_NS = 2_000_000_000
-
-
-def _file_stamps(named: list[tuple[str, Path]]) -> tuple[tuple[str, str, tuple], ...] | None:
-    """The stamps of ``named`` files, or None when one is a folder, missing or just modified."""
-    stamps = []
-    now = time.time_ns()
-    for key, path in named:
-        signature = files_signature(path) if path.is_file() else ()
-        if not signature or now - signature[0][2] < _SETTLED_NS:  # (name, size, mtime_ns)
-            return None
-        stamps.append((key, str(path), signature))
-    return tuple(stamps)
+    file_hashes.read_into(path, digest)
 
 
 # Dataset keys that name input files besides ``*_path`` / ``*_file`` (aliases: 2Wiki's id_aliases.json).
 _FILE_KEYS = ("path", "aliases")
 
 
-def input_files_digest(dataset_cfg: Any) -> str:
-    """sha256 over the bytes of every existing file (or folder, recursively) a dataset config names
-    under a ``path`` / ``aliases`` / ``*_path`` / ``*_file`` key. Relative paths mean the launch directory."""
+def input_files(dataset_cfg: Any) -> list[tuple[str, Path]]:
+    """(key, absolute path) of every file or folder a dataset config names under a ``path`` / ``aliases`` /
+    ``*_path`` / ``*_file`` key, by key. Relative paths mean the launch directory."""
     from hydra.utils import to_absolute_path
 
     container = (
         OmegaConf.to_container(dataset_cfg, resolve=True) if isinstance(dataset_cfg, DictConfig) else dataset_cfg
     )
-    digest = hashlib.sha256()
     if not isinstance(container, dict):
-        return digest.hexdigest()
-    named = [
+        return []
+    return [
         (key, Path(to_absolute_path(value)))
         for key, value in sorted(container.items())
         if (key in _FILE_KEYS or key.endswith(("_path", "_file"))) and isinstance(value, str) and value
     ]
-    stamps = _file_stamps(named)
-    if stamps is not None and stamps in _FILE_DIGESTS:
-        return _FILE_DIGESTS[stamps]
+
+
+def _inputs_stamp(named: list[tuple[str, Path]]) -> str | None:
+    """What the digest of ``named`` is remembered under: each file's stamp (``harness.cache.file_hashes``),
+    None when one is just modified or there are none (nothing to read)."""
+    if not named:
+        return None
+    parts: list[Any] = []
+    for key, path in named:
+        if not path.exists():
+            parts.append([key, str(path), "<missing>"])
+            continue
+        stamps = file_hashes.stamps_of(file_hashes.files_under(path))
+        if stamps is None:
+            return None
+        parts.append([key, str(path), stamps])
+    return "inputs\0" + stable_hash(parts)
+
+
+def input_files_digest(dataset_cfg: Any, folder: str | Path | None = None) -> str:
+    """sha256 over the bytes of every existing file (or folder, recursively) of :func:`input_files`.
+
+    Remembered under the files' stamps, for the process and in ``folder``'s memo (``paths.cache_dir``): the
+    jobs of a sweep and the next run find it without reading the files. Each file's own sha256 is taken in
+    the same read and remembered too (a run's record of the data it read, ``harness.run.data_record``)."""
+    named = input_files(dataset_cfg)
+    stamp = _inputs_stamp(named)
+    found = file_hashes.remembered(stamp, folder)
+    if found is not None:
+        file_hashes.remember({stamp: found}, folder)
+        return found
+    digest = hashlib.sha256()
+    own: dict[str | None, str] = {}
     for key, path in named:
         digest.update(key.encode("utf-8") + b"\0")
-        if path.is_file():
-            _file_digest(path, digest)
-        elif path.is_dir():
-            for sub in sorted(p for p in path.rglob("*") if p.is_file()):
+        if path.is_dir():
+            for sub in file_hashes.files_under(path):
                 digest.update(sub.relative_to(path).as_posix().encode("utf-8") + b"\0")
-                _file_digest(sub, digest)
+                own[file_hashes.file_stamp(sub)] = _digest_both(sub, digest)
+        elif path.is_file():
+            own[file_hashes.file_stamp(path)] = _digest_both(path, digest)
         else:
             digest.update(b"<missing>")
     result = digest.hexdigest()
-    if stamps is not None:
-        _FILE_DIGESTS[stamps] = result
+    file_hashes.remember({**own, stamp: result}, folder)
     return result
+
+
+def _digest_both(path: Path, digest) -> str:
+    """Feed ``path`` to ``digest`` and return the file's own sha256, from one read."""
+    own = hashlib.sha256()
+    _file_digest(path, file_hashes.Tee(digest, own))
+    return own.hexdigest()
 
 
 # ---- config -----------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from harness.data.records import RecordContext, peek_id
 from harness.data.sampling import check_sample_size, subsample
 from harness.data.validate import RecordChecks
 
-__all__ = ["detect_layout", "load_dataset", "load_examples", "split_from_filename"]
+__all__ = ["detect_layout", "load_dataset", "load_examples", "packaged_format", "split_from_filename"]
 
 
 def detect_layout(record: dict[str, Any], path: str | Path) -> str:
@@ -156,13 +156,21 @@ def _check_layout_fits(record_format: DatasetFormat, record: dict[str, Any], pat
     )
 
 
-def _load_packaged(layout: str, *, name: str | None, split: str | None, options: Mapping[str, Any]) -> list[Example]:
-    """The packaged data file of ``layout`` (for ``auto``, of the first format that ships one)."""
+def packaged_format(layout: str) -> DatasetFormat:
+    """The format whose packaged data file ``path=None`` reads for ``layout`` (for ``auto``, the first format
+    that ships one); ValueError when ``layout`` ships none."""
     packaged = [record_format for record_format in formats().values() if record_format.packaged is not None]
     record_format = packaged[0] if layout == "auto" and packaged else formats().get(layout)
     if record_format is None or record_format.packaged is None:
         sets = " and ".join(packaged_format.layout for packaged_format in packaged) or "no"
         raise ValueError(f"layout {layout!r} needs a path; only the {sets} set is packaged")
+    return record_format
+
+
+def _load_packaged(layout: str, *, name: str | None, split: str | None, options: Mapping[str, Any]) -> list[Example]:
+    """The packaged data file of ``layout`` (for ``auto``, of the first format that ships one)."""
+    record_format = packaged_format(layout)
+    assert record_format.packaged is not None
     with record_format.packaged() as packaged_path:
         return load_examples(packaged_path, record_format.layout, name=name, split=split, **options)
 
@@ -220,13 +228,15 @@ def load_dataset(
     """
     check_sample_size(sample_size)  # before reading: a bad size fails at once
     named = "the demo set" if path is None else str(path)  # as the config gives it, for the warning
+    # A size above the questions an id list chose is said of that list, not of the whole file.
+    drawn_from = named if question_ids_file is None else f"the questions {question_ids_file} lists of {named}"
     if path is not None:
         path = _absolute(path)
     examples = load_examples(path, layout, name=name, split=split, setting=setting, source=source, **options)
     examples = add_answer_aliases(examples, None if aliases is None else _absolute(aliases))
     if question_ids_file is not None:
         examples = keep_listed(examples, _absolute(question_ids_file), named)
-    return subsample(examples, sample_size, seed, source=named)
+    return subsample(examples, sample_size, seed, source=drawn_from)
 
 
 def keep_listed(examples: list[Example], ids_file: Path, named: str) -> list[Example]:

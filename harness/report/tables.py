@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -28,6 +29,7 @@ from harness.report.common import (
 )
 from harness.report.formatting import ReportTable, fixed, fmt, fmt_ci, heading
 from harness.report.load import Layout, RunInfo, format_value, policy_components, short_name
+from harness.report.run_sources import SHORT, machine_words
 from harness.report.validity import diagnostic_tables, incremental_validity_table
 from harness.stats.analyses import oracle_headroom
 from harness.stats.bootstrap import grouped_clustered_mean_ci
@@ -61,6 +63,8 @@ log = logging.getLogger(__name__)
 
 
 def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
+    """The runs loaded, each with the data files it read (name and sha256) and the machine it ran on, where its
+    summary.json records them (``harness.report.run_sources``)."""
     records = []
     for info in infos:
         mine = rows[rows["run_dir"] == str(info.path)]
@@ -72,6 +76,8 @@ def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
                 "questions": int(mine["qkey"].nunique()),
                 "policy": policies,
                 "summary_json": info.summary is not None,
+                "data": _files_words(info, digits=None),
+                "machine": machine_words((info.summary or {}).get("machine")) or "–",
             }
         )
     data = pd.DataFrame(records)
@@ -79,8 +85,16 @@ def inputs_table(infos: Sequence[RunInfo], rows: pd.DataFrame) -> ReportTable:
         rows=data["rows"].map(fmt),
         questions=data["questions"].map(fmt),
         summary_json=data["summary_json"].map(lambda v: "yes" if v else "missing"),
+        data=[_files_words(info, digits=SHORT) for info in infos],
     )
     return ReportTable("runs", "Runs loaded", data, display)
+
+
+def _files_words(info: RunInfo, digits: int | None) -> str:
+    """``name sha256`` of each file the run read (the digest cut to ``digits`` hex digits), else "–"."""
+    files = ((info.summary or {}).get("data") or {}).get("files") or []
+    words = [f"{Path(str(f.get('path'))).name} {str(f.get('sha256') or 'missing')[:digits]}" for f in files]
+    return ", ".join(words) or "–"
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -37,12 +37,19 @@ def dataset_loader_config(dataset: Any) -> dict[str, Any]:
     return {key: value for key, value in dataset.items() if key not in SCORING_KEYS}
 
 
-def load_examples(dataset: DictConfig) -> tuple[list[Any], str]:
+def cache_folder(cfg: DictConfig) -> str | None:
+    """``paths.cache_dir``, where file digests are remembered between runs; None when it does not resolve."""
+    folder = OmegaConf.select(cfg, "paths.cache_dir", default=None, throw_on_resolution_failure=False)
+    return None if folder is None else str(folder)
+
+
+def load_examples(dataset: DictConfig, folder: str | None = None) -> tuple[list[Any], str]:
     """The examples of a dataset config and their key: loaded once per process for the same loader config
-    and file bytes (the check, then the pipeline, and every job of a sweep, read them once)."""
+    and file bytes (the check, then the pipeline, and every job of a sweep, read them once). ``folder``: where
+    the files' digests are remembered (``paths.cache_dir``)."""
     resolved = OmegaConf.to_container(dataset, resolve=True)
     assert isinstance(resolved, dict)
-    key = stable_hash(dataset_loader_config(resolved), input_files_digest(resolved))
+    key = stable_hash(dataset_loader_config(resolved), input_files_digest(resolved, folder))
     return shared_result("examples", key, lambda: _instantiate(dataset)), key
 
 
@@ -64,7 +71,7 @@ def dataset_problems(cfg: DictConfig, conf_dir: Path) -> list[str]:
         if OmegaConf.select(dataset, "tokenizer", default=None) is not None:
             _instantiate(dataset, tokenizer=None)  # whitespace words: no tokenizer load
         else:
-            load_examples(dataset)
+            load_examples(dataset, cache_folder(cfg))
     except (InstantiationException, ValueError, TypeError, OSError) as error:
         cause = error.__cause__ if isinstance(error, InstantiationException) else error
         if not isinstance(cause, (ValueError, TypeError, OSError)) or isinstance(cause, OmegaConfBaseException):

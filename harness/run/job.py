@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from harness import cache
 from harness.cache.postgres import CONNECT_TIMEOUT_S
+from harness.run.dataset_check import cache_folder
 from harness.run.flags import RunFlags
 from harness.run.keys import run_key
 from harness.run.packing import PROGRESS_DELAY
@@ -46,6 +47,7 @@ def run(
     from harness.run.config_check import validate
     from harness.run.job_times import finished_job_entry, record
     from harness.run.run_name import current_run_name
+    from harness.run.run_record import data_record, machine_record, sample_note
     from harness.runlog.journal import RowJournal, normalise_row
     from harness.runlog.outputs import clean_temporaries, ensure_writable, print_summary_payload, write_outputs
 
@@ -76,7 +78,10 @@ def run(
     pipeline = Pipeline(cfg)
     rows_of.components = pipeline.components()
     examples = pipeline.load()
-    pipeline.clock.line("load", f"{len(examples)} questions from {cfg.dataset.get('name')}")
+    note = sample_note(cfg.dataset, len(examples))  # a sample larger than the file: all of it read, said here
+    pipeline.clock.line(
+        "load", f"{len(examples)} questions from {cfg.dataset.get('name')}" + (f" ({note})" if note else "")
+    )
     prepared = pipeline.prepare(examples)
 
     # What a killed run must not redo is reading: its rows are journaled as each reading chunk finishes. A run that
@@ -117,6 +122,8 @@ def run(
         counters={**pipeline.counters(), **{f"{kind}_reused": n for kind, n in pipeline.reused.items()}},
         name=current_run_name(flags.read),
         resolved=pipeline.resolved,
+        data=data_record(cfg.dataset, examples, cache_folder(cfg)),
+        machine=machine_record(),
     )
     if len(todo) == len(prepared):  # a whole job (not a resumed rest): what it cost prices the next sweep
         reader = pipeline.reader.name if flags.read else None

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from harness.cache import stable_hash
 from harness.cache.fingerprint import code_fingerprint, identity_config, input_files_digest
 from harness.read.prompt import GENERATION_ONLY_KEYS
+from harness.run.dataset_check import cache_folder
 
 
 def prompt_settings(reader: dict[str, Any] | None) -> dict[str, Any]:
@@ -57,4 +58,5 @@ def run_key(cfg: DictConfig) -> str:
     """Identity of a run's results: the resolved config without runtime-only keys (logger, paths, cache,
     read chunking, progress), the bytes of the dataset files it names and the fingerprint of all stage
     code (``harness.cache.fingerprint``)."""
-    return stable_hash("run", identity_config(cfg), input_files_digest(cfg.get("dataset")), code_fingerprint("run"))
+    files = input_files_digest(cfg.get("dataset"), cache_folder(cfg))
+    return stable_hash("run", identity_config(cfg), files, code_fingerprint("run"))

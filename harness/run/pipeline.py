@@ -32,7 +32,7 @@ from harness.pack.snippets import make_snippets
 from harness.read.base import PromptRequest
 from harness.run import keys
 from harness.run.clock import StageClock
-from harness.run.dataset_check import dataset_loader_config, load_examples  # noqa: F401 - re-exported
+from harness.run.dataset_check import cache_folder, dataset_loader_config, load_examples  # noqa: F401 - re-exported
 from harness.run.flags import RunFlags
 from harness.run.packing import PROGRESS_DELAY, Selection, pack_selections
 from harness.run.pools import compute_pools
@@ -111,7 +111,7 @@ class Pipeline:
         start = time.perf_counter()
         # Loaded once per process for the same loader config and file bytes: the config check read them
         # (harness.run.dataset_check), and every job of a sweep reads them.
-        examples, self.examples_key = load_examples(self.cfg.dataset)
+        examples, self.examples_key = load_examples(self.cfg.dataset, cache_folder(self.cfg))
         self.loaded = examples
         self.clock.since("load", start)
         return examples

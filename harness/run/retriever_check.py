@@ -65,7 +65,7 @@ def corpus_problems(cfg: DictConfig, examples: list[Any]) -> list[str]:
 def empty_corpus_problems(cfg: DictConfig) -> list[str]:
     """``corpus_problems`` of the examples the config check loaded (the pipeline uses the same ones); a dataset
     the check does not load (a long-document one, chunked by its reader's tokenizer) is not looked at."""
-    from harness.run.dataset_check import CHECKED_TARGETS, load_examples
+    from harness.run.dataset_check import CHECKED_TARGETS, cache_folder, load_examples
 
     dataset = cfg.get("dataset")
     retriever = _retriever(cfg)
@@ -77,4 +77,4 @@ def empty_corpus_problems(cfg: DictConfig) -> list[str]:
         or OmegaConf.select(dataset, "tokenizer", default=None) is not None
     ):
         return []
-    return corpus_problems(cfg, load_examples(dataset)[0])
+    return corpus_problems(cfg, load_examples(dataset, cache_folder(cfg))[0])

@@ -185,9 +185,12 @@ def write_outputs(
     counters: dict,
     name: str | None = None,
     resolved: dict | None = None,
+    data: dict | None = None,
+    machine: dict | None = None,
 ) -> dict:
     """Rows, summary.json and config.yaml of a finished run; ``resolved``: ``cfg`` resolved already (the
-    pipeline resolves it once per job)."""
+    pipeline resolves it once per job); ``data`` and ``machine``: the data the run read and the machine it ran
+    on (``harness.run.run_record``)."""
     atomic_write_parquet(rows, output_dir / "rows.parquet")
     summary = summarize(rows, seed=int(cfg.seed))
     first = rows.iloc[0] if len(rows) else {}
@@ -203,6 +206,8 @@ def write_outputs(
         "reader_numerics": str(first["reader_numerics"]) if "reader_numerics" in rows.columns else None,
         "run_key": run_key,
         "code": code_identity(),  # version, checkout path, commit, uncommitted changes
+        "data": data,  # each file read with its sha256 and size, the questions read, the sampling settings
+        "machine": machine,  # CPU model and kind, cores, memory, GPUs
         "n_questions": len(rows),
         "metrics": {
             rec.metric: {"mean": rec.mean, "ci_low": rec.ci_low, "ci_high": rec.ci_high, "n": int(rec.n)}

@@ -99,6 +99,8 @@ class WandbLogger:
             config={
                 **redacted_config(OmegaConf.to_container(cfg, resolve=True)),  # type: ignore[arg-type]
                 "code": summary.get("code") or code_identity(),  # which checkout and commit ran
+                # the data read (files with their sha256, questions) and the machine (summary.json's blocks)
+                **{key: summary[key] for key in ("data", "machine") if summary.get(key) is not None},
             },
             reinit="finish_previous",
         )

@@ -6,10 +6,13 @@ compared with what the study's own command runs: the overrides on its command li
 file (``sweeps/<name>.yaml``: ``hydra.sweeper.params``). When they agree the page shows the study's command;
 when they do not (a 40-question slice, a budget left out, an extra override) it shows the rows' own command
 and says how they differ from the study's, so a figure is never labelled with a command that did not make it.
+Below the commands: the data files the runs read, by name and sha256, and the machines they ran on, from the
+runs' summary.json (``harness.report.run_sources``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Sequence
@@ -18,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from harness.report.replication.common import Section, Settings, Study
+from harness.report.run_sources import source_lines
 
 SWEEPS_DIR = Path(__file__).resolve().parents[3] / "sweeps"
 LAUNCH = "python -m harness -m"
@@ -119,11 +123,28 @@ def made_by(settings: Settings, study: Study) -> tuple[str, str | None]:
     return _command(grid, study, settings.studies), note
 
 
+def run_summaries(folder: Path) -> list[dict]:
+    """The summary.json of each finished run under ``folder`` (a damaged one left out), in launch order."""
+    found = []
+    for rows in sorted(folder.rglob("rows.parquet"), key=lambda p: _job_order(p.parent)):
+        try:
+            summary = json.loads((rows.parent / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict):
+            found.append(summary)
+    return found
+
+
 def study_commands(section: Section, settings: Settings, studies: Sequence[Study], *then: str) -> None:
     """The commands that made the section's rows (each study's, or its rows' own where they differ, with a
-    note saying how), then the commands ``then`` (the report's)."""
+    note saying how), then the commands ``then`` (the report's); then the data the runs read (each file's
+    sha256) and the machines they ran on, as their summary.json files record them."""
     made = [made_by(settings, study) for study in studies]
     section.command(*(command for command, _ in made), *then)
     notes = [note for _, note in made if note]
     if notes:
         section.add(*notes, "")
+    sources = source_lines(s for study in studies for s in run_summaries(study.path(settings.studies)))
+    if sources:
+        section.add(*sources, "")
