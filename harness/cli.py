@@ -141,6 +141,14 @@ def failure_summary(jobs: list[dict[str, Any]]) -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def hydra_main(cfg: DictConfig) -> None:
+    run_job(cfg)
+
+
+def run_job(cfg: DictConfig, *, exit_on_config_error: bool = True) -> None:
+    """One Hydra job (the command line's and :mod:`harness.api`'s): the config checked, then the run into the
+    job's output folder. A sweep job records its failure in the folder and returns; a single run's invalid
+    config prints one line per problem and exits 2, or, with ``exit_on_config_error`` false, raises
+    :class:`ConfigError`."""
     # Again here: a launcher may run jobs in worker processes that never went through main().
     signals.install()
     # Hydra has parsed the command line; loggers that record it (W&B's run metadata) get it masked.
@@ -166,6 +174,8 @@ def hydra_main(cfg: DictConfig) -> None:
             (output_dir / ERROR_FILE).write_text(f"invalid config:\n{error}\n")
             log.error("job %s: invalid config (%s)", hydra_cfg.job.num, output_dir / ERROR_FILE)
             return
+        if not exit_on_config_error:
+            raise
         for line in error.problems:
             print(f"config error: {line}", file=sys.stderr)
         sys.exit(2)

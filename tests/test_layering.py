@@ -53,11 +53,15 @@ ALLOWED: dict[str, set[str]] = {
         "stats",
         "text",
         "tree",
+        "api",  # harness/run/__init__.py only: the package is callable, harness.run(overrides) is harness.api.run
     },
     # The entry points at the root.
     "cli": {"run", "cache", "core"},
     "__main__": {"cli"},
-    "__init__": {"core"},  # registers the configs' ${harness_home:} resolver (harness.core.home)
+    # The Python entry (docs/python.md): the command line's job run in-process, the report's rows and contrasts.
+    "api": {"cli", "run", "report", "core"},
+    # The configs' ${harness_home:} resolver (harness.core.home) and, on first use, the Python entry's names.
+    "__init__": {"core", "api", "run"},
     "preview": {"plan", "run"},  # python -m harness.preview: a sweep's jobs, composed as the run composes them
 }
 

@@ -43,9 +43,17 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # to their keys (stable_hash) changes the keys themselves. Left out of every fingerprint, so a storage fix
 # does not recompute every cache.
 STORAGE = "harness.cache"
-# The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B) and the
-# command line do not change a run's rows.
-RUN_EXCLUDED = ("harness.report", "harness.runlog", "harness.stats", "harness.cli", "harness.__main__", STORAGE)
+# The run key covers every stage's code; analysis, the run-time sinks (journal, outputs, W&B), the command line
+# and the Python entry that runs its jobs do not change a run's rows.
+RUN_EXCLUDED = (
+    "harness.report",
+    "harness.runlog",
+    "harness.stats",
+    "harness.cli",
+    "harness.__main__",
+    "harness.api",
+    STORAGE,
+)
 # The module-level name under which a module declares the code it reaches only through config ``_target_``.
 ROOTS_NAME = "FINGERPRINT_ROOTS"
 

@@ -9,7 +9,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-import harness
+from harness.core.version import VERSION
 
 
 def _git(root: Path, *arguments: str) -> str | None:
@@ -24,11 +24,11 @@ def _git(root: Path, *arguments: str) -> str | None:
 def code_identity() -> dict[str, str | bool | None]:
     """``{"version", "path", "commit", "dirty"}`` of the running harness; commit and dirty are None outside a
     git checkout (an installed wheel). Dirty counts changes to tracked files only."""
-    root = Path(harness.__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the folder holding harness/
     commit = _git(root, "rev-parse", "HEAD") if (root / "pyproject.toml").is_file() else None
     status = _git(root, "status", "--porcelain", "--untracked-files=no") if commit else None
     return {
-        "version": harness.__version__,
+        "version": VERSION,
         "path": str(root),
         "commit": commit,
         "dirty": None if status is None else bool(status),

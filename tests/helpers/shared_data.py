@@ -16,7 +16,9 @@ SAMPLES = {
     "hotpotqa/hotpot_dev_distractor_v1.json": "hotpotqa/hotpot_dev_distractor_v1_100.json",
     "hotpotqa/hotpot_dev_fullwiki_v1.json": "hotpotqa_fullwiki/hotpot_fullwiki_dev_sample.jsonl",
     # 485 of the fork's 500 lines, unmodified (the replication studies keep exactly these 485)
-    "anlp-project-multihop/processed_data/hotpotqa/dev_subsampled.jsonl": "hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl",
+    "anlp-project-multihop/processed_data/hotpotqa/dev_subsampled.jsonl": (
+        "hotpotqa_ircot/hotpotqa_dev_subsampled_485.jsonl"
+    ),
     "musique/musique_ans_v1.0_dev.jsonl": "musique/musique_ans_dev_sample.jsonl",
     "2wikimultihopqa/dev.json": "2wikimultihopqa/2wiki_dev_sample.jsonl",
     "qasper/qasper-train-v0.3.json": "qasper/qasper-original-sample.json",  # its first 10 papers
