@@ -6,7 +6,8 @@ QuALITY, with 95% bootstrap intervals over questions, and for the generating LM 
 
     .venv/bin/python benchmarks/bench_classifier.py [--data-dir DIR]
 
-The files are the dataset configs' (``paths.data_dir``: ``python -m harness.data fetch qasper quality``). The LM
+The files are those of the trees study (``paths.data_dir``: ``python -m harness.data fetch qasper quality_example``):
+QASPER's 51 questions of 10 train papers (``dataset=qasper_train_first10``) and QuALITY's 2-article example file. The LM
 is the trees' SmolLM2-135M: through transformers for likelihood, through llama.cpp (its GGUF, as the trees'
 replication study runs it) for generation.
 """
@@ -35,12 +36,17 @@ WAYS = (
 )
 
 
+QASPER_IDS = Path(__file__).resolve().parents[1] / "harness/data/question_ids/qasper_train_first10.txt"
+
+
 def questions(data_dir: Path) -> dict[str, list]:
     from harness.data.qasper import load_qasper
 
     return {
-        "qasper": load_qasper(data_dir / "qasper" / "qasper-dev-v0.3.json", chunk_tokens=500),
-        "quality": load_quality(data_dir / "quality" / "QuALITY.v1.0.1.htmlstripped.dev", chunk_tokens=500),
+        "qasper": load_qasper(
+            data_dir / "qasper" / "qasper-train-v0.3.json", chunk_tokens=500, question_ids_file=QASPER_IDS
+        ),
+        "quality": load_quality(data_dir / "quality" / "quality_example.jsonl", chunk_tokens=500),
     }
 
 

@@ -5,7 +5,7 @@ the command line.
 The dataset is read and checked with the config, before the pipeline's imports (pandas, scipy, torch), so this
 is the interpreter's start, Hydra's composition, the data modules' imports and the read itself. The kinds:
 a truncated JSON list, a record without a gold field, bytes that are not UTF-8, another benchmark's file
-(the HotpotQA IRCoT sample given to ``dataset=musique_ircot``), a long-document file missing its text.
+(the HotpotQA file in IRCoT's format given to ``dataset=musique_ircot``), a long-document file missing its text.
 
     python benchmarks/bench_dataset_check.py [--runs 3] [--repo PATH] [EXTRA OVERRIDES ...]
 """

@@ -1,9 +1,9 @@
 """Seed 000's selection factorial: packings per second of a whole reader-free sweep, and where the time goes.
 
-Runs ``python -m harness -m`` over packers x budgets x seeds on HotpotQA questions (the 485 of IRCoT's processed
-dev subsample by default), ``read=false``, through the chosen Hydra launcher. The questions come from the data
-folder runs read (``paths.data_dir``: ``$HARNESS_DATA_DIR`` or the checkout's ``data/``), filled by
-``python -m harness.data fetch ircot`` (or ``fetch hotpotqa``):
+Runs ``python -m harness -m`` over packers x budgets x seeds on HotpotQA questions (by default the 485 of the
+IRCoT fork's dev_subsampled.jsonl the replication studies read), ``read=false``, through the chosen Hydra
+launcher. The questions come from the data folder runs read (``paths.data_dir``: ``$HARNESS_DATA_DIR`` or the checkout's ``data/``), filled by
+``python -m harness.data fetch hotpotqa_fork_dev_subsampled`` (or ``fetch hotpotqa``):
 
 1. a warm-up launch that fills the caches (embeddings, pools) from nothing, timed as "cold";
 2. the timed launch into a fresh sweep folder with warm caches: wall seconds, packings/s, the stage seconds
@@ -40,9 +40,9 @@ import pandas as pd
 from harness.run.job_times import machine
 
 REPO = Path(__file__).resolve().parents[1]
-# The dataset config each choice runs, and what fetches its file. hotpotqa_ircot keeps the sweep's 485
+# The dataset config each choice runs, and what fetches its file. hotpotqa_fork_dev_subsampled keeps the sweep's 485
 # questions; hotpotqa reads every question of its file (HotpotQA's distractor dev set; --questions samples it).
-DATASETS = {"hotpotqa_ircot": "ircot", "hotpotqa": "hotpotqa"}
+DATASETS = {"hotpotqa_fork_dev_subsampled": "hotpotqa_fork_dev_subsampled", "hotpotqa": "hotpotqa"}
 
 
 def dataset_file(dataset: str) -> Path:
@@ -120,7 +120,7 @@ def print_profile(path: Path, top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", choices=sorted(DATASETS), default="hotpotqa_ircot")
+    parser.add_argument("--dataset", choices=sorted(DATASETS), default="hotpotqa_fork_dev_subsampled")
     parser.add_argument("--questions", type=int, default=None, help="questions per seed (default: all)")
     parser.add_argument("--packers", default="packed,focused,mmr,submod,oracle")
     parser.add_argument("--budgets", default="96,128,160,224")

@@ -12,7 +12,7 @@ and at least 450 packings/s for the factorial with warm caches (`bench_factorial
 The clone (default: a folder beside this checkout, so the tests find the data samples where a checkout would)
 measures the committed HEAD, with `make test` installing what it needs as on a fresh machine. The factorial
 reads the IRCoT HotpotQA questions from `$HARNESS_DATA_DIR`, else the suite's sample links in the clone, else
-the checkout's `data/` (`python -m harness.data fetch ircot`). The figures go to
+the checkout's `data/` (`python -m harness.data fetch hotpotqa_fork_dev_subsampled`). The figures go to
 `outputs/short_loop/<time>_<cpu kind>.json` and into a table; the exit status is 0 when every goal measured is
 met. On another kind of CPU the table still prints, and says the goals are set for another kind.
 """
@@ -45,7 +45,7 @@ TEST_SECONDS = 60.0
 MIN_PASSED = 2924  # the suite's passing tests when these goals were set: a faster suite may not have fewer
 FACTORIAL_RATE = 450.0  # packings/s, warm caches
 GOAL_CPU_KIND = "avx512_bf16 or avx512 (no AMX), 2 CPUs"
-IRCOT_FILE = Path("ircot/processed_data/hotpotqa/test_subsampled.jsonl")  # under a data folder, as fetched
+STUDY_FILE = Path("anlp-project-multihop/processed_data/hotpotqa/dev_subsampled.jsonl")  # as fetched
 WARM_LINE = re.compile(r"^warm caches:\s+([\d.]+) s\s+([\d.]+) packings/s", re.MULTILINE)
 # bench_factorial.py options that make another sweep than the goal's
 SWEEP_OPTIONS = ("--dataset", "--questions", "--packers", "--budgets", "--seeds", "--launcher", "--reader")
@@ -189,14 +189,16 @@ def data_dir_for(checkout: Path) -> Path | None:
     """Where the factorial's questions are: $HARNESS_DATA_DIR, the suite's sample links, or data/."""
     candidates = [Path(os.environ["HARNESS_DATA_DIR"])] if os.environ.get("HARNESS_DATA_DIR") else []
     candidates += [checkout / ".cache" / "test-data", checkout / "data", REPO / "data"]
-    return next((folder for folder in candidates if (folder / IRCOT_FILE).exists()), None)
+    return next((folder for folder in candidates if (folder / STUDY_FILE).exists()), None)
 
 
 def run_factorial(checkout: Path, factorial_args: str) -> FactorialFigures | None:
     data_dir = data_dir_for(checkout)
     if data_dir is None:
         print(
-            f"factorial skipped: no {IRCOT_FILE} in a data folder (python -m harness.data fetch ircot)", file=sys.stderr
+            f"factorial skipped: no {STUDY_FILE} in a data folder "
+            "(python -m harness.data fetch hotpotqa_fork_dev_subsampled)",
+            file=sys.stderr,
         )
         return None
     python = checkout / ".venv" / "bin" / "python"

@@ -325,14 +325,15 @@ def test_broken_copy_with_an_invalid_json_line(tmp_path):
 
 
 def test_config_composes_and_instantiates_with_a_sample(monkeypatch):
-    cfg = compose_cfg(["dataset=hotpotqa_ircot", "dataset.sample_size=20", "seed=3"])
+    name = "hotpotqa_fork_dev_subsampled"  # the IRCoT-format file beside the repository is that fork's
+    cfg = compose_cfg([f"dataset={name}", "dataset.sample_size=20", "seed=3"])
     node = cfg.dataset
-    assert (node.layout, node.source, node.name, node.sample_size) == ("ircot", "hotpotqa", "hotpotqa_ircot", 20)
+    assert (node.layout, node.source, node.name, node.sample_size) == ("ircot", "hotpotqa", name, 20)
     assert (REPO / node.path).resolve() == IRCOT.resolve()
     monkeypatch.chdir(REPO)  # config paths are relative to the project root
     sample = instantiate(dataset_loader_config(node))
-    assert len(sample) == 20 and {e.dataset for e in sample} == {"hotpotqa_ircot"}
-    assert sample == load_dataset(IRCOT, "ircot", 20, 3, "hotpotqa_ircot", source="hotpotqa")
+    assert len(sample) == 20 and {e.dataset for e in sample} == {name}
+    assert sample == load_dataset(IRCOT, "ircot", 20, 3, name, source="hotpotqa", split="dev")
     ids = {e.question_id for e in load_examples(IRCOT)}
     assert {e.question_id for e in sample} <= ids
 

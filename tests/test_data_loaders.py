@@ -452,4 +452,4 @@ def test_question_ids_file_keeps_exactly_the_listed_questions(tmp_path):
 def test_the_replication_ids_file_names_every_question_of_the_sample_the_figures_rest_on():
     cfg = compose_cfg(["+sweeps=replication_packing"])
     examples = instantiate(dataset_loader_config(cfg.dataset))
-    assert len(examples) == 485 and Path(cfg.dataset.question_ids_file).name == "hotpotqa_ircot_485.txt"
+    assert len(examples) == 485 and Path(cfg.dataset.question_ids_file).name == "hotpotqa_fork_dev_subsampled_485.txt"

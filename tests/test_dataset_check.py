@@ -51,7 +51,7 @@ def test_a_malformed_file_is_a_config_error_naming_file_record_and_field(tmp_pat
 def test_musique_ircot_refuses_the_hotpotqa_ircot_file_and_names_the_config_that_fits():
     line = only_problem("dataset=musique_ircot", f"dataset.path={HOTPOT_IRCOT}")
     assert "the id looks like hotpotqa's" in line and "source 'musique'" in line, line
-    assert line.endswith("for this file use dataset=hotpotqa_ircot"), line
+    assert line.endswith("for this file use dataset=hotpotqa_fork_dev_subsampled or dataset=hotpotqa_ircot"), line
 
 
 def test_an_ircot_file_of_another_source_names_that_source(tmp_path):
@@ -64,10 +64,10 @@ def test_an_ircot_file_of_another_source_names_that_source(tmp_path):
 @pytest.mark.parametrize(
     "config, path, fits",
     [
-        ("musique", HOTPOT, "dataset=hotpotqa or dataset=hotpotqa_fullwiki"),
-        ("hotpotqa", MUSIQUE, "dataset=musique"),
+        ("musique", HOTPOT, "dataset=hotpotqa or dataset=hotpotqa_fullwiki or dataset=hotpotqa_fullwiki_amor"),
+        ("hotpotqa", MUSIQUE, "dataset=musique or dataset=musique_migres"),
         ("musique", "ircot_musique", "dataset=musique_ircot"),
-        ("hotpotqa", HOTPOT_IRCOT, "dataset=hotpotqa_ircot"),
+        ("hotpotqa", HOTPOT_IRCOT, "dataset=hotpotqa_fork_dev_subsampled or dataset=hotpotqa_ircot"),
     ],
 )
 def test_a_file_of_another_layout_is_refused_naming_the_config_that_fits(tmp_path, config, path, fits):
@@ -80,9 +80,9 @@ def test_a_file_of_another_layout_is_refused_naming_the_config_that_fits(tmp_pat
 @pytest.mark.parametrize(
     "overrides, needle",
     [
-        (["dataset=hotpotqa_ircot", "dataset.source=hotpot"], "unknown IRCoT source 'hotpot'"),
+        (["dataset=hotpotqa_fork_dev_subsampled", "dataset.source=hotpot"], "unknown IRCoT source 'hotpot'"),
         (["dataset=hotpotqa", "dataset.setting=full"], "unknown HotpotQA setting 'full'"),
-        (["dataset=hotpotqa_ircot", "dataset.layout=ircott"], "unknown layout 'ircott'"),
+        (["dataset=hotpotqa_fork_dev_subsampled", "dataset.layout=ircott"], "unknown layout 'ircott'"),
         (["dataset=hotpotqa", "dataset.layout=ircot"], "applies to the hotpotqa layout only"),
     ],
 )

@@ -276,7 +276,7 @@ def run_harness(tmp_path, *arguments: str):
     from tests.conftest import REPO
 
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
-    common = ["dataset=hotpotqa_ircot", "packer=llmlingua", "read=false", "logger=none"]
+    common = ["dataset=hotpotqa_fork_dev_subsampled", "packer=llmlingua", "read=false", "logger=none"]
     return subprocess.run(
         [sys.executable, "-m", "harness", *arguments, *common],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=600,

@@ -135,7 +135,7 @@ def test_the_preview_shows_the_launcher_block_the_cache_and_what_a_sweeps_file_f
     assert "  cpus_per_task: 8" in block and "  - module load cuda/12.4" in block and "  setup:" in block
     assert "s3cret" not in text
     assert "sweeps     +sweeps=replication_packing (sweeps/replication_packing.yaml)" in lines
-    assert "  groups   dataset=hotpotqa_ircot diversifier=none logger=none" in lines
+    assert "  groups   dataset=hotpotqa_fork_dev_subsampled diversifier=none logger=none" in lines
     assert "  sweeps   packer=packed,focused,mmr,submod,oracle budget=96,128,160,224 seed=42,13,7" in lines
     assert any(line.startswith("  fixes    dataset.sample_size=null") and " k=5 read=false" in line for line in lines)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pandas as pd
@@ -663,20 +664,31 @@ def test_a_tree_with_one_fresh_build_gets_no_interval_and_too_few_runs(tmp_path)
     assert "reversed" not in row and "MDE 0%" not in text
 
 
-def test_settings_name_the_data_file_and_the_ids_that_chose_its_questions():
+def test_settings_name_the_data_file_its_recorded_sha256_and_the_ids_that_chose_its_questions(tmp_path):
     from harness.report.replication.common import data_files
 
+    digest = "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8"
+    runs = [tmp_path / "0", tmp_path / "1"]
+    for run in runs:
+        run.mkdir()
+        files = [{"key": "path", "path": "/d/dev_subsampled.jsonl", "sha256": digest, "bytes": 3}]
+        (run / "summary.json").write_text(json.dumps({"data": {"files": files}}), encoding="utf-8")
     rows = pd.DataFrame(
         {
-            "dataset": ["hotpotqa_ircot"] * 3,
+            "dataset": ["hotpotqa_fork_dev_subsampled"] * 3,
             "qkey": ["a", "b", "b"],
-            "cfg.dataset.path": ["/data/ircot/processed_data/hotpotqa/test_subsampled.jsonl"] * 3,
-            "cfg.dataset.question_ids_file": ["/h/harness/data/question_ids/hotpotqa_ircot_485.txt"] * 3,
+            "cfg.dataset.path": ["/data/anlp-project-multihop/processed_data/hotpotqa/dev_subsampled.jsonl"] * 3,
+            "cfg.dataset.question_ids_file": ["/h/harness/data/question_ids/ids_485.txt"] * 3,
+            "run_dir": [str(runs[0]), str(runs[1]), str(runs[1])],
         }
     )
-    assert data_files(rows) == "`test_subsampled.jsonl` (2 questions, the ones `hotpotqa_ircot_485.txt` lists)"
-    older = rows.drop(columns=["cfg.dataset.question_ids_file"])
-    assert data_files(older) == "`test_subsampled.jsonl` (2 questions)"
+    assert (
+        data_files(rows) == "`dev_subsampled.jsonl` sha256 `837a919903fe` (2 questions, the ones `ids_485.txt` lists)"
+    )
+    older = rows.drop(columns=["cfg.dataset.question_ids_file", "run_dir"])
+    assert data_files(older) == "`dev_subsampled.jsonl` (2 questions)"
+    (runs[1] / "summary.json").write_text("{}", encoding="utf-8")  # a run that predates the record
+    assert data_files(rows) == "`dev_subsampled.jsonl` (2 questions, the ones `ids_485.txt` lists)"
 
 
 def test_the_page_says_the_command_that_made_it(tmp_path):

@@ -21,7 +21,9 @@ def data_words(data: Mapping[str, Any] | None) -> str | None:
         name = Path(str(entry.get("path"))).name
         digest = entry.get("sha256")
         size = entry.get("bytes")
-        files.append(f"`{name}` sha256 `{str(digest)[:SHORT]}` ({size:,} bytes)" if digest else f"`{name}` (missing)")
+        role = "id list " if entry.get("key") == "question_ids_file" else ""  # the list that chose the questions
+        shown = f"{role}`{name}`"
+        files.append(f"{shown} sha256 `{str(digest)[:SHORT]}` ({size:,} bytes)" if digest else f"{shown} (missing)")
     read = f"{data.get('records')} questions read"
     if data.get("sample_size") is not None:
         read += f" (sample_size {data['sample_size']})"
