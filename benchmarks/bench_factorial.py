@@ -2,7 +2,8 @@
 
 Runs ``python -m harness -m`` over packers x budgets x seeds on HotpotQA questions (by default the 485 of the
 IRCoT fork's dev_subsampled.jsonl the replication studies read), ``read=false``, through the chosen Hydra
-launcher. The questions come from the data folder runs read (``paths.data_dir``: ``$HARNESS_DATA_DIR`` or the checkout's ``data/``), filled by
+launcher. The questions come from the data folder runs read (``paths.data_dir``: ``$HARNESS_DATA_DIR`` or the
+checkout's ``data/``), filled by
 ``python -m harness.data fetch hotpotqa_fork_dev_subsampled`` (or ``fetch hotpotqa``):
 
 1. a warm-up launch that fills the caches (embeddings, pools) from nothing, timed as "cold";
