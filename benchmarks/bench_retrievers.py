@@ -1,5 +1,6 @@
-"""MiniLM, BM25 and their hybrid on the shared HotpotQA fullwiki sample: recall@k, S-Recall@k and
-answer-in-context at B reader tokens, each with a 95% bootstrap interval over questions.
+"""MiniLM, BM25 and their hybrid on HotpotQA fullwiki (the first 250 questions of AMOR's copy,
+dataset=hotpotqa_fullwiki_amor): recall@k, S-Recall@k and answer-in-context at B reader tokens, each with a 95%
+bootstrap interval over questions.
 
 Runs one selection-only sweep (``read=false``: no reader calls) of ``retriever=minilm,bm25,hybrid`` in both
 retrieval settings (``distractor``: each question's own paragraphs; ``open``: one corpus of every question's
@@ -45,7 +46,7 @@ def sweep_command(args: argparse.Namespace) -> list[str]:
         f"retriever={','.join(RETRIEVERS)}",
         f"retriever.setting={','.join(SETTINGS)}",
         f"retriever.pool_size={args.pool_size}",
-        "dataset=hotpotqa_fullwiki",
+        "dataset=hotpotqa_fullwiki_amor",
         f"dataset.path={args.data}",
         f"dataset.sample_size={args.questions or 'null'}",
         "diversifier=none",

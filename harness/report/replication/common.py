@@ -67,7 +67,7 @@ PACKING = _sweep("replication_packing")
 # The packing contrasts on the other multi-hop samples (MuSiQue, 2WikiMultiHopQA), selection only.
 PACKING_DATASETS = _sweep("replication_packing_datasets")
 READER_BUDGETS = _sweep("replication_reader_budgets")
-# The reader columns at paper-like n: the strongest offline rung on all 485 IRCoT HotpotQA questions.
+# The reader columns at paper-like n: the strongest offline rung on all 485 HotpotQA questions of the studies.
 READER_IRCOT = _sweep("replication_reader_ircot")
 # LLMLingua spends seconds compressing each question (a language model over the whole pool), so it has its own
 # directory: a sweep of the other packers never waits on it. Every budget of the packing table: where llmlingua

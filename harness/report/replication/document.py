@@ -105,6 +105,8 @@ def render(settings: Settings, names: Sequence[str] = SECTION_NAMES) -> str:
         "The papers, by the short names the sections and verdicts use:",
         "",
         papers_table(),
+        "",
+        DATA_NOTE,
     ]
     sections = []
     for spec in (s for s in SECTION_SPECS if s.name in names):
@@ -117,6 +119,22 @@ def render(settings: Settings, names: Sequence[str] = SECTION_NAMES) -> str:
     for section in sections:
         parts += ["", f"## {section.title}", "", *section.lines]
     return "\n".join(parts).rstrip() + "\n"
+
+
+# What the studies read, said once: every set is a file a user fetches (docs/data.md's table gives each one's
+# config, id list, sha256 and n); a section's Setting line names the file its runs read.
+DATA_NOTE = (
+    'The data, as `docs/data.md` lists it ("The files behind the published figures", each file\'s sha256): the '
+    "HotpotQA studies read 485 questions of the IRCoT fork's `dev_subsampled.jsonl` "
+    "(xindili-cmu/anlp-project-multihop at 11ba729, sha256 `837a9199`; `dataset=hotpotqa_fork_dev_subsampled` with "
+    "`hotpotqa_fork_dev_subsampled_485.txt`), not IRCoT's random `test_subsampled.jsonl`: runs that name "
+    "`hotpotqa_dev_subsampled_485.jsonl` read exactly those 485 lines, unmodified. MuSiQue and 2WikiMultiHopQA: "
+    "the first 100 records of MIGRES's copies of their dev sets (`musique_migres`, `2wikimultihopqa_migres`); "
+    "open-retrieval injection: the first 250 questions of AMOR's copy of HotpotQA fullwiki "
+    "(`hotpotqa_fullwiki_amor`); trees: the 51 questions of QASPER's first 10 **train** papers "
+    "(`qasper_train_first10`) and QuALITY's 2-article example file (`quality_example`). A figure here is a figure "
+    "on these files, not on the benchmarks' full dev sets."
+)
 
 
 def _blocks(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:

@@ -56,8 +56,8 @@ def injection_section(settings: Settings) -> Section:
     made = [s for s, r in ((INJECTION_OPEN, open_rows), (INJECTION_DISTRACTOR, distractor_rows)) if r is not None]
     study_commands(section, settings, made, "python -m harness.report replicate")
     for label, rows, study in (
-        ("Open retrieval, pools of 100 (HotpotQA fullwiki sample)", open_rows, INJECTION_OPEN),
-        ("Distractor, pools of 10 (HotpotQA distractor sample)", distractor_rows, INJECTION_DISTRACTOR),
+        ("Open retrieval, pools of 100 (HotpotQA fullwiki, AMOR's copy)", open_rows, INJECTION_OPEN),
+        ("Distractor, pools of 10 (HotpotQA, the fork's 485 in IRCoT's format)", distractor_rows, INJECTION_DISTRACTOR),
     ):
         section.add("", f"### {label}", "")
         if rows is None:

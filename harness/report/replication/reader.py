@@ -1,4 +1,4 @@
-"""Seed 000's reader columns at a larger n: every packer's contexts read on the IRCoT HotpotQA questions."""
+"""Seed 000's reader columns at a larger n: every packer's contexts read on the HotpotQA (IRCoT format) questions."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ READER_CONTRASTS = (("submod", "packed"), ("submod", "focused"), ("oracle", "sub
 
 
 def reader_columns_section(settings: Settings) -> Section:
-    section = Section("Seed 000: reader columns at a larger n (IRCoT HotpotQA)")
+    section = Section("Seed 000: reader columns at a larger n (HotpotQA (IRCoT format))")
     rows = settings.load(READER_IRCOT)
     if rows is None:
         return section.missing(READER_IRCOT)
@@ -39,7 +39,7 @@ def reader_columns_section(settings: Settings) -> Section:
         "F1 beside answer-in-context for every packer).",
         "",
         f"Setting: {read_with(rows)} reads the contexts of each packer at B = {budget} on "
-        f"{rows['qkey'].nunique()} IRCoT HotpotQA questions (seed {int(rows['seed'].iloc[0])}; data: "
+        f"{rows['qkey'].nunique()} HotpotQA (IRCoT format) questions (seed {int(rows['seed'].iloc[0])}; data: "
         f"{data_files(rows)}): the strongest "
         "offline rung, beside the default reader of the packing table's F1 and EM columns.",
     )
