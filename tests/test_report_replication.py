@@ -665,7 +665,7 @@ def test_a_tree_with_one_fresh_build_gets_no_interval_and_too_few_runs(tmp_path)
 
 
 def test_settings_name_the_data_file_its_recorded_sha256_and_the_ids_that_chose_its_questions(tmp_path):
-    from harness.report.replication.common import data_files
+    from harness.report.run_sources import data_files
 
     digest = "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8"
     runs = [tmp_path / "0", tmp_path / "1"]

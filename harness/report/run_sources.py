@@ -4,10 +4,13 @@ has neither and is left out."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 SHORT = 12  # hex digits of a sha256 shown: enough to tell files apart, the summary keeps the whole digest
 
@@ -58,3 +61,40 @@ def source_lines(summaries: Iterable[Mapping[str, Any]]) -> list[str]:
     machines = _counted(machine_words(s.get("machine")) for s in summaries)
     lines = [f"Data read: {data}." if data else "", f"Ran on: {machines}." if machines else ""]
     return [line for line in lines if line]
+
+
+def data_files(rows: pd.DataFrame) -> str:
+    """Which file the rows' questions came from and how many they are, per dataset: ```FILE`` sha256 ``PREFIX``
+    (485 questions, the ones ``IDS`` lists)`: the sha256 the runs recorded (their summary.json's ``data``; left
+    out for runs that predate it or disagree) and the ids file that chose them when one did
+    (``dataset.question_ids_file``)."""
+    described = []
+    for dataset, group in rows.groupby(rows["dataset"].astype(str), sort=True):
+        paths = group["cfg.dataset.path"].dropna().astype(str).unique() if "cfg.dataset.path" in group else []
+        files = ", ".join(f"`{Path(p).name}`" for p in sorted(paths)) or f"`{dataset}`"
+        digests = _recorded_digests(group)
+        if len(digests) == 1:
+            files += f" sha256 `{digests.pop()[:SHORT]}`"
+        ids = (
+            group["cfg.dataset.question_ids_file"].dropna().astype(str).unique()
+            if ("cfg.dataset.question_ids_file" in group)
+            else []
+        )
+        chosen = f", the ones `{'`, `'.join(Path(i).name for i in sorted(ids))}` lists" if len(ids) else ""
+        described.append(f"{files} ({group['qkey'].nunique()} questions{chosen})")
+    return "; ".join(described)
+
+
+def _recorded_digests(rows: pd.DataFrame) -> set[str]:
+    """The sha256 of the dataset file (``dataset.path``) each run of ``rows`` recorded in its summary.json."""
+    digests = set()
+    for run_dir in rows["run_dir"].dropna().astype(str).unique() if "run_dir" in rows else []:
+        try:
+            data = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8")).get("data") or {}
+        except (OSError, ValueError, AttributeError):
+            return set()
+        recorded = [f.get("sha256") for f in data.get("files") or [] if f.get("key") == "path"]
+        if not recorded or not recorded[0]:
+            return set()  # a run that predates the record: say nothing rather than half the story
+        digests.add(str(recorded[0]))
+    return digests

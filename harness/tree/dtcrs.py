@@ -45,11 +45,11 @@ from harness.core.stage import StageInfo
 from harness.core.types import Pool
 from harness.lm.base import build_chat_lm
 from harness.tree.base import TreeServices
+from harness.tree.classify_prompts import classify_prompt as classify_prompt_named
 from harness.tree.clustering import SeededFit, seeded_clusters
 from harness.tree.questions import (
     CLASSIFIERS,
     CLASSIFY_BY,
-    CLASSIFY_PROMPT,
     CLASSIFY_SCORES,
     DECOMPOSE_PROMPT,
     QUESTION_CLASSES,
@@ -82,6 +82,7 @@ class DynamicTree(RecursiveSummaryTree):
         classify_by: str = "likelihood",
         classify_score: str = "sum",
         classifier_lm=None,
+        classify_prompt: str = "zero_shot",
         **settings,
     ) -> None:
         super().__init__(name=name, lm=lm, **settings)
@@ -107,6 +108,11 @@ class DynamicTree(RecursiveSummaryTree):
         if classify_score not in CLASSIFY_SCORES:
             raise ValueError(f"tree {name!r}: classify_score must be one of {CLASSIFY_SCORES}, got {classify_score!r}")
         self.classify_by, self.classify_score = classify_by, classify_score
+        try:
+            self.classify_template = classify_prompt_named(classify_prompt)
+        except ValueError as error:
+            raise ValueError(f"tree {name!r}: {error}") from None
+        self.classify_prompt = classify_prompt
         # The LM that classifies when it is not the tree's (a llama.cpp or API LM cannot score a reply).
         self._classifier_spec, self._classifier_lm = classifier_lm, None
         self.tree_classes = tree_classes
@@ -142,7 +148,7 @@ class DynamicTree(RecursiveSummaryTree):
             "classify_by": [self.classify_by, self.classify_score],
             "classifier_lm": identity_of(self.classifier_model(None)) if self._classifier_spec is not None else None,
             "first_layer": self.first_layer_clustering.key(),
-            "prompts": [CLASSIFY_PROMPT, TOC_PROMPT, DECOMPOSE_PROMPT],
+            "prompts": [self.classify_template, TOC_PROMPT, DECOMPOSE_PROMPT],
         }
 
     def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:
@@ -161,6 +167,7 @@ class DynamicTree(RecursiveSummaryTree):
             self.classify_max_tokens,
             self.classify_by,
             self.classify_score,
+            self.classify_prompt,
         )
         classify_seconds = time.perf_counter() - start
         info: StageInfo = {

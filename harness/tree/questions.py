@@ -14,18 +14,11 @@ from dataclasses import dataclass
 
 from harness.core.protocols import ChatLM
 from harness.core.types import Example
+from harness.tree.classify_prompts import ZERO_SHOT, classify_prompt
 
 QUESTION_CLASSES = ("extractive", "abstractive", "yes_no", "unanswerable")
 
-CLASSIFY_PROMPT = """Classify the question about a document into exactly one type:
-extractive - the answer is a short span copied from the document (a name, a number, a term, a phrase);
-abstractive - the answer must be written in new words, combining or explaining several parts of the document;
-yes/no - the answer is yes or no;
-unanswerable - the document cannot answer the question.
-
-Question: {question}
-
-Reply with the type only: extractive, abstractive, yes/no or unanswerable."""
+CLASSIFY_PROMPT = ZERO_SHOT  # the classification prompt by default (classify_prompts.py has the others)
 
 TOC_PROMPT = (
     "Document:\n"
@@ -204,9 +197,11 @@ CLASS_REPLIES = {
 }
 
 
-def class_by_likelihood(question: str, lm, score: str = "sum") -> tuple[str, dict[str, float]]:
-    """The class whose reply the LM finds most likely after the classification prompt, and every class's score
-    (ties go to the class named first in QUESTION_CLASSES)."""
+def class_by_likelihood(
+    question: str, lm, score: str = "sum", prompt: str = "zero_shot"
+) -> tuple[str, dict[str, float]]:
+    """The class whose reply the LM finds most likely after the classification prompt named ``prompt``, and
+    every class's score (ties go to the class named first in QUESTION_CLASSES)."""
     if score not in CLASSIFY_SCORES:
         raise ValueError(f"classify_score must be one of {CLASSIFY_SCORES}, got {score!r}")
     scorer = getattr(lm, "continuation_logprobs", None)
@@ -216,16 +211,27 @@ def class_by_likelihood(question: str, lm, score: str = "sum") -> tuple[str, dic
             "transformers LM for classification (tree.classifier_lm, e.g. /lm@tree.classifier_lm=local_smollm2) "
             "or classify by generation (tree.classify_by=generation)"
         )
+    template = classify_prompt(prompt)
     replies = [CLASS_REPLIES[c] for c in QUESTION_CLASSES]
-    logprobs = scorer(CLASSIFY_PROMPT.format(question=question.strip()), replies)
-    if score == "per_token":
-        scores = {c: sum(lp) / len(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
-    else:
-        scores = {c: sum(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
-    if score == "calibrated":
-        prior = scorer(CLASSIFY_PROMPT.format(question=CONTENT_FREE_QUESTION), replies)
-        scores = {c: scores[c] - sum(lp) for c, lp in zip(QUESTION_CLASSES, prior, strict=True)}
+    logprobs = scorer(template.format(question=question.strip()), replies)
+    prior = scorer(template.format(question=CONTENT_FREE_QUESTION), replies) if score == "calibrated" else None
+    scores = likelihood_scores(logprobs, score, prior)
     return max(QUESTION_CLASSES, key=lambda c: scores[c]), scores
+
+
+def likelihood_scores(
+    logprobs: list[list[float]], score: str, prior: list[list[float]] | None = None
+) -> dict[str, float]:
+    """Each class's score from its reply's token log-probabilities (in QUESTION_CLASSES order): their sum, their
+    mean (``per_token``), or their sum less the sum the content-free question's ``prior`` gives (``calibrated``)."""
+    if score == "per_token":
+        return {c: sum(lp) / len(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
+    scores = {c: sum(lp) for c, lp in zip(QUESTION_CLASSES, logprobs, strict=True)}
+    if score == "calibrated":
+        if prior is None:
+            raise ValueError("a calibrated score needs the content-free question's log-probabilities")
+        scores = {c: scores[c] - sum(lp) for c, lp in zip(QUESTION_CLASSES, prior, strict=True)}
+    return scores
 
 
 def classify_question(
@@ -236,11 +242,13 @@ def classify_question(
     max_new_tokens: int = 8,
     by: str = "generation",
     score: str = "sum",
+    prompt: str = "zero_shot",
 ) -> Classification:
     """The question's class by ``mode``: ``lm`` (decided ``by`` likelihood, or by generation with rules
     when the output is unparsed: it names no class or several), ``rules``, or ``annotation`` (the
     annotated class ``annotated``, an oracle; a question without one is UNANNOTATED, so it gets no tree,
-    never a guess). ``gold`` is read as ``annotation``."""
+    never a guess). ``gold`` is read as ``annotation``. ``prompt``: the classification prompt's name
+    (:data:`harness.tree.classify_prompts.CLASSIFY_PROMPTS`)."""
     mode = classifier_mode(mode)
     if mode == "annotation":
         label = annotated if annotated in QUESTION_CLASSES else UNANNOTATED
@@ -252,10 +260,10 @@ def classify_question(
     if by not in CLASSIFY_BY:
         raise ValueError(f"classify_by must be one of {CLASSIFY_BY}, got {by!r}")
     if by == "likelihood":
-        label, scores = class_by_likelihood(question, lm, score)
+        label, scores = class_by_likelihood(question, lm, score, prompt)
         raw = " ".join(f"{c}={scores[c]:.4f}" for c in QUESTION_CLASSES)
         return Classification(label, "lm", raw, decided_by="likelihood")
-    raw = lm.chat([CLASSIFY_PROMPT.format(question=question.strip())], max_new_tokens)[0]
+    raw = lm.chat([classify_prompt(prompt).format(question=question.strip())], max_new_tokens)[0]
     label = parse_question_class(raw)
     if label is None:
         return Classification(rule_question_class(question), "rules", raw, lm_parsed=False, decided_by="rules")

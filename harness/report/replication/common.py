@@ -3,7 +3,6 @@ the settings, sections and verdicts, and the paired contrast."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -26,7 +25,6 @@ from harness.metrics.registry import (
 from harness.report.formatting import fmt_ci, to_markdown
 from harness.report.load import discover_runs, load_runs
 from harness.report.numerics import READER, numerics_note, numerics_of, numerics_splits
-from harness.report.run_sources import SHORT
 from harness.stats.analyses import matched_pairs
 from harness.stats.bootstrap import clustered_mean_ci
 from harness.stats.power import paired_power
@@ -345,43 +343,6 @@ def read_with(rows: pd.DataFrame) -> str:
     (transformers/hf/bfloat16/cpu-amx)"``; readers joined by commas."""
     pairs = pd.DataFrame({"reader": rows[READER].astype(str), "numerics": numerics_of(rows)}).drop_duplicates()
     return ", ".join(f"{r.reader} ({r.numerics})" for r in pairs.sort_values(["reader", "numerics"]).itertuples())
-
-
-def data_files(rows: pd.DataFrame) -> str:
-    """Which file the rows' questions came from and how many they are, per dataset: ```FILE`` sha256 ``PREFIX``
-    (485 questions, the ones ``IDS`` lists)`: the sha256 the runs recorded (their summary.json's ``data``; left
-    out for runs that predate it or disagree) and the ids file that chose them when one did
-    (``dataset.question_ids_file``)."""
-    described = []
-    for dataset, group in rows.groupby(rows["dataset"].astype(str), sort=True):
-        paths = group["cfg.dataset.path"].dropna().astype(str).unique() if "cfg.dataset.path" in group else []
-        files = ", ".join(f"`{Path(p).name}`" for p in sorted(paths)) or f"`{dataset}`"
-        digests = _recorded_digests(group)
-        if len(digests) == 1:
-            files += f" sha256 `{digests.pop()[:SHORT]}`"
-        ids = (
-            group["cfg.dataset.question_ids_file"].dropna().astype(str).unique()
-            if ("cfg.dataset.question_ids_file" in group)
-            else []
-        )
-        chosen = f", the ones `{'`, `'.join(Path(i).name for i in sorted(ids))}` lists" if len(ids) else ""
-        described.append(f"{files} ({group['qkey'].nunique()} questions{chosen})")
-    return "; ".join(described)
-
-
-def _recorded_digests(rows: pd.DataFrame) -> set[str]:
-    """The sha256 of the dataset file (``dataset.path``) each run of ``rows`` recorded in its summary.json."""
-    digests = set()
-    for run_dir in rows["run_dir"].dropna().astype(str).unique() if "run_dir" in rows else []:
-        try:
-            data = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8")).get("data") or {}
-        except (OSError, ValueError, AttributeError):
-            return set()
-        recorded = [f.get("sha256") for f in data.get("files") or [] if f.get("key") == "path"]
-        if not recorded or not recorded[0]:
-            return set()  # a run that predates the record: say nothing rather than half the story
-        digests.add(str(recorded[0]))
-    return digests
 
 
 def _ordered_packers(rows: pd.DataFrame) -> list[str]:

@@ -32,11 +32,11 @@ from harness.report.replication.common import (
     _power,
     _save,
     _verdict,
-    data_files,
     read_with,
     verdict,
 )
 from harness.report.replication.provenance import study_commands
+from harness.report.run_sources import data_files
 from harness.report.validity import aic_over_recall
 from harness.stats.analyses import correlations
 from harness.stats.power import mde_from_standard_error

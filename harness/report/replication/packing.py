@@ -39,11 +39,11 @@ from harness.report.replication.common import (
     _save,
     _verdict,
     counted,
-    data_files,
     read_with,
     viewer_links,
 )
 from harness.report.replication.provenance import study_commands
+from harness.report.run_sources import data_files
 from harness.report.viewer.data import variant_label
 
 log = logging.getLogger("harness.report.replication")

@@ -17,10 +17,10 @@ from harness.report.replication.common import (
     _evidence,
     _ordered_packers,
     _verdict,
-    data_files,
     read_with,
 )
 from harness.report.replication.provenance import study_commands
+from harness.report.run_sources import data_files
 
 # Reader-scored contrasts of the powered reader study: the paper's comparison, the heuristic it beats, and
 # the headroom an oracle leaves.
