@@ -26,6 +26,7 @@ import pandas as pd
 from harness.backends.offline_models import default_folder, ensure_offline_model, gguf_path
 from harness.core.home import default_data_dir
 from harness.data.quality import load_quality
+from harness.report.formatting import to_markdown
 from harness.stats.bootstrap import bootstrap_mean_ci
 from harness.tree.classify_prompts import classify_prompt
 from harness.tree.questions import (
@@ -169,14 +170,14 @@ def main() -> None:
             pd.DataFrame(rows).to_csv(args.out / "decisions.csv", index=False)  # kept if a later LM dies
     frame = pd.DataFrame(rows)
     table = summary(frame)
-    lines = [table.to_markdown(index=False), ""]
+    lines = [to_markdown(table), ""]
     best = table[table.lm != "-"].assign(acc=lambda t: t["accuracy [95% CI]"].str.split().str[0].astype(float))
     for dataset, group in best.groupby("dataset"):
         top = group.sort_values("acc", ascending=False).iloc[0]
         lines += [f"Confusion, {dataset}, best LM design ({top.lm}, {top.prompt}, {top.way}):", ""]
-        lines += [confusion(frame, dataset, top.lm, top.prompt, top.way).to_markdown(), ""]
+        lines += [to_markdown(confusion(frame, dataset, top.lm, top.prompt, top.way).reset_index()), ""]
     lines += ["Confusion, rules:", ""]
-    lines += [confusion(frame, d, "-", "-", "rules").to_markdown() + "\n" for d in asked]
+    lines += [to_markdown(confusion(frame, d, "-", "-", "rules").reset_index()) + "\n" for d in asked]
     text = "\n".join(lines)
     (args.out / "classifier.md").write_text(text, encoding="utf-8")
     frame.to_csv(args.out / "decisions.csv", index=False)

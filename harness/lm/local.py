@@ -143,7 +143,9 @@ class LocalChatLM(CachedChatLM):
     def continuation_logprobs(self, prompt: str, continuations: list[str]) -> list[list[float]]:
         """The log-probability of each token of each continuation after the rendered ``prompt``, as
         lm-evaluation-harness scores a multiple choice: the context's tokens and the continuation's, each
-        encoded on its own, concatenated, and the continuation's tokens read off one forward pass."""
+        encoded on its own, concatenated, and the continuation's tokens read off the model's logits. The
+        context is run once and its KV cache reused for every continuation (cut back to the context after
+        each), so four one-word replies cost one prompt's forward, not four."""
         import torch
 
         tokenizer, model = self.tokenizer, self.model
@@ -154,17 +156,26 @@ class LocalChatLM(CachedChatLM):
         previous = torch.get_num_threads()
         torch.set_num_threads(resolve_threads(self.torch_threads, f"{self.name} (torch)"))
         try:
+            with torch.inference_mode():
+                prefix = model(input_ids=torch.tensor([context], device=device), use_cache=True)
+            cache, last = prefix.past_key_values, prefix.logits[0, -1:].float()
+            self.prompt_tokens += len(context)
             for continuation in continuations:
                 tokens = tokenizer(continuation, add_special_tokens=False)["input_ids"]
                 if not tokens:
                     raise ValueError(f"{self.name}: continuation {continuation!r} encodes to no tokens")
-                ids = torch.tensor([context + tokens], device=device)
-                with torch.inference_mode():
-                    logits = model(input_ids=ids).logits[0, len(context) - 1 : -1].float()
+                logits = last
+                if len(tokens) > 1:  # the logits after each continuation token but its last
+                    with torch.inference_mode():
+                        more = model(
+                            input_ids=torch.tensor([tokens[:-1]], device=device), past_key_values=cache, use_cache=True
+                        )
+                    cache.crop(-(len(tokens) - 1))  # back to the context alone
+                    logits = torch.cat([last, more.logits[0].float()])
                 logprobs = torch.log_softmax(logits, dim=-1)
                 picked = logprobs.gather(1, torch.tensor(tokens, device=device).unsqueeze(1)).squeeze(1)
                 scores.append([float(x) for x in picked])
-                self.prompt_tokens += len(context) + len(tokens)
+                self.prompt_tokens += len(tokens)
         finally:
             torch.set_num_threads(previous)
         return scores
