@@ -156,9 +156,12 @@ class LocalChatLM(CachedChatLM):
         previous = torch.get_num_threads()
         torch.set_num_threads(resolve_threads(self.torch_threads, f"{self.name} (torch)"))
         try:
+            from transformers import DynamicCache
+
+            cache = DynamicCache(config=model.config)
             with torch.inference_mode():
-                prefix = model(input_ids=torch.tensor([context], device=device), use_cache=True)
-            cache, last = prefix.past_key_values, prefix.logits[0, -1:].float()
+                prefix = model(input_ids=torch.tensor([context], device=device), cache=cache, use_cache=True)
+            last = prefix.logits[0, -1:].float()
             self.prompt_tokens += len(context)
             for continuation in continuations:
                 tokens = tokenizer(continuation, add_special_tokens=False)["input_ids"]
@@ -167,9 +170,7 @@ class LocalChatLM(CachedChatLM):
                 logits = last
                 if len(tokens) > 1:  # the logits after each continuation token but its last
                     with torch.inference_mode():
-                        more = model(
-                            input_ids=torch.tensor([tokens[:-1]], device=device), past_key_values=cache, use_cache=True
-                        )
+                        more = model(input_ids=torch.tensor([tokens[:-1]], device=device), cache=cache, use_cache=True)
                     cache.crop(-(len(tokens) - 1))  # back to the context alone
                     logits = torch.cat([last, more.logits[0].float()])
                 logprobs = torch.log_softmax(logits, dim=-1)
