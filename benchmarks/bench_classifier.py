@@ -176,8 +176,13 @@ def main() -> None:
         top = group.sort_values("acc", ascending=False).iloc[0]
         lines += [f"Confusion, {dataset}, best LM design ({top.lm}, {top.prompt}, {top.way}):", ""]
         lines += [to_markdown(confusion(frame, dataset, top.lm, top.prompt, top.way).reset_index()), ""]
-    lines += ["Confusion, rules:", ""]
-    lines += [to_markdown(confusion(frame, d, "-", "-", "rules").reset_index()) + "\n" for d in asked]
+    for dataset in asked:
+        lines += [
+            f"Confusion, {dataset}, rules:",
+            "",
+            to_markdown(confusion(frame, dataset, "-", "-", "rules").reset_index()),
+            "",
+        ]
     text = "\n".join(lines)
     (args.out / "classifier.md").write_text(text, encoding="utf-8")
     frame.to_csv(args.out / "decisions.csv", index=False)
