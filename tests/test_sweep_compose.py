@@ -100,3 +100,21 @@ def test_every_sweeps_jobs_derive_the_configs_a_full_composition_gives(sweep, mo
     value_keys = {k for k in master.hydra.sweeper.params if "/" not in k and k not in master.hydra.runtime.choices}
     if value_keys and len(chosen) > 2:
         assert any(derived), "no job was derived"
+
+
+def test_a_full_template_store_keeps_the_newest_so_a_later_sweep_still_derives_its_jobs():
+    """A long-lived process runs sweep after sweep (a notebook's harness.sweep calls, a test worker): once the
+    store holds its limit of templates, the oldest gives way, so the next sweep's jobs are derived, not composed
+    in full every time."""
+    store = sweep_compose._Templates()
+    first = [object() for _ in range(store.LIMIT)]
+    config = OmegaConf.create({"x": 1})
+    key = ((), ())
+    for master in first:
+        store.add(master, sweep_compose._Split([], [], key), config)
+    assert len(store.held) == store.LIMIT
+    later = object()
+    store.add(later, sweep_compose._Split([], [], key), config)
+    assert len(store.held) == store.LIMIT
+    assert store._find(later, sweep_compose._Split([], [], key)) is not None
+    assert store._find(first[0], sweep_compose._Split([], [], key)) is None  # the oldest gave way

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +138,9 @@ class _Templates:
     LIMIT = 64
 
     def __init__(self) -> None:
-        self.held: list[_Template] = []
+        # The newest first to stay: a long-lived process (a notebook's harness.sweep calls, a test worker) runs
+        # sweep after sweep, and a full store that refused new templates would derive no job of a later sweep.
+        self.held: deque[_Template] = deque(maxlen=self.LIMIT)
         self.parser = OverridesParser.create()
 
     def split(self, loader: ConfigLoaderImpl, master: Any, overrides: list[str]) -> _Split | None:
@@ -161,7 +164,7 @@ class _Templates:
         return next((t for t in self.held if t.master is master and t.key == split.key), None)
 
     def add(self, master: Any, split: _Split, composed: DictConfig) -> None:
-        if len(self.held) < self.LIMIT and self._find(master, split) is None:
+        if self._find(master, split) is None:
             self.held.append(_Template(master, split.key, copy.deepcopy(composed)))
 
     def derive(self, master: Any, split: _Split) -> DictConfig | None:
