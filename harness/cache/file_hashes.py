@@ -21,13 +21,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.core.model_files import read_into
+
 log = logging.getLogger(__name__)
 
 MEMO_FILE = "file_hashes.json"
 MAX_ENTRIES = 2000
 # A file modified this recently may change again within the same clock tick: never remembered.
 SETTLED_NS = 2_000_000_000
-BLOCK = 1 << 20
 
 _known: dict[str, str] = {}  # stamp -> digest, this process
 _saved: set[tuple[str, str]] = set()  # (memo folder, stamp) of the digests found in or written to a memo file
@@ -41,13 +42,6 @@ class Tee:
 
     def update(self, block: bytes) -> None:
         for digest in self.digests:
-            digest.update(block)
-
-
-def read_into(path: Path, digest: Any) -> None:
-    """Feed the bytes of ``path`` to ``digest`` (anything with ``update``), a block at a time."""
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(BLOCK), b""):
             digest.update(block)
 
 

@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 _CHUNK = 8 << 20
 
@@ -27,11 +28,16 @@ class ChecksumMismatchError(ValueError):
     """The assembled (or already present) file does not have the recorded sha256."""
 
 
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
+def read_into(path: str | Path, digest: Any) -> None:
+    """Feed the bytes of ``path`` to ``digest`` (anything with ``update``), a chunk at a time."""
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    read_into(path, digest)
     return digest.hexdigest()
 
 
