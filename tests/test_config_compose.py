@@ -110,10 +110,23 @@ def test_the_trees_replication_sweep_gives_every_tree_the_gguf_summariser(varian
     cfg = compose_cfg([f"+sweeps/replication_trees={variant}", "+sweeps=replication_trees", "dataset=quality"])
     assert cfg.tree.name == tree and cfg.dataset.name == "quality" and cfg.dataset.chunk_tokens == 100
     assert cfg.tree.get("classifier") == classifier
-    assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit) == (512, 10, False, "candidate")
+    # every question of the file, each read (the answer verdicts of seed 002)
+    assert (cfg.budget, cfg.k, cfg.read, cfg.snippets.unit) == (512, 10, True, "candidate")
+    assert cfg.dataset.sample_size is None
     assert not cfg.logger  # logger=none: an empty group
     # each variant keeps its own LM responses, so none reuses another's summaries
     assert cfg.tree.lm.cache_dir.endswith(f"tree_lm/{variant}")
     lm = instantiate(cfg.tree.lm)
     assert type(lm).__name__ == "LlamaCppChatLM" and lm.settings.n_ctx == 8192
     assert lm.model_id.startswith("offline:smollm2|gguf=SmolLM2-135M-Instruct.Q4_1.gguf:")
+
+
+def test_the_trees_study_reads_a_dense_baseline_and_classifies_without_reading():
+    """The answer tables' baseline: no tree over the same chunks, budget and packing; the classification-only
+    runs read nothing (their rows score the classifier alone)."""
+    dense = compose_cfg(["+sweeps/replication_trees=dense", "+sweeps=replication_trees"])
+    assert dense.tree.name == "none" and dense.read and dense.dataset.sample_size is None
+    assert (dense.budget, dense.k, dense.dataset.chunk_tokens, dense.packer.name) == (512, 10, 100, "packed")
+    assert instantiate(dense.tree).name == "none"  # the study's tree.cache_dir is accepted by the no-tree stage
+    classify = compose_cfg(["+sweeps/replication_trees=classify", "+sweeps=replication_trees"])
+    assert classify.tree.name == "dtcrs_classify" and classify.read is False and not classify.tree.tree_classes

@@ -10,7 +10,9 @@ from harness.tree.base import Tree, TreeServices
 class NoTree(Tree):
     seeded = False
 
-    def __init__(self, name: str = "none") -> None:
+    def __init__(self, name: str = "none", cache_dir: str | None = None) -> None:
+        # ``cache_dir`` (where the other trees keep what they build) is accepted and unused, so a sweep that
+        # places its trees' store (tree.cache_dir) can run its no-tree baseline beside them.
         super().__init__(name)
 
     def expand(self, pool: Pool, services: TreeServices) -> tuple[Pool, StageInfo]:

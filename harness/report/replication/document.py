@@ -32,6 +32,7 @@ from harness.report.replication.ladder import ladder_section
 from harness.report.replication.packing import packing_section
 from harness.report.replication.reader import reader_columns_section
 from harness.report.replication.trees import trees_section
+from harness.report.replication.trees_answers import trees_answers_section
 from harness.report.tracked import refuse_tracked
 
 log = logging.getLogger("harness.report.replication")
@@ -57,6 +58,7 @@ SECTION_SPECS: Sequence[SectionSpec] = (
     SectionSpec("ladder", ladder_section, r"seed 000: (?:answer-in-context explains|\S+ − \S+ > 0 on F1)"),
     SectionSpec("injection", injection_section, r"seed 001:"),
     SectionSpec("trees", trees_section, r"seed 002:"),
+    SectionSpec("trees_answers", trees_answers_section, r"seed 002 answers:"),
 )
 SECTIONS: Sequence[Callable[[Settings], Section]] = tuple(spec.build for spec in SECTION_SPECS)
 SECTION_NAMES = tuple(spec.name for spec in SECTION_SPECS)

@@ -38,7 +38,7 @@ PAPER_ABSTRACTIVE_SHARE = 0.20  # seed 002: more than 20% of QASPER questions ar
 MIN_BUILDS = 2  # fresh builds of each tree below which a change gets no interval and no verdict
 
 
-def _variants(rows: pd.DataFrame) -> pd.Series:
+def tree_variants(rows: pd.DataFrame) -> pd.Series:
     """raptor, dtcrs (lm), dtcrs (annotation), ... per row; the classification-only runs are "classify".
     A DTCRS row without a classifier column (an older study) was routed by the LM."""
     classifier = rows["tree.classifier"] if "tree.classifier" in rows else pd.Series(None, index=rows.index)
@@ -115,7 +115,7 @@ def trees_section(settings: Settings) -> Section:
     )
     study_commands(section, settings, [TREES], "python -m harness.report replicate --sections trees")
     viewer_links(section, settings, TREES)
-    rows = rows.assign(variant=_variants(rows))
+    rows = rows.assign(variant=tree_variants(rows))
     classified = _classifier_summary(rows)
     summary = classified[0] if classified is not None else pd.DataFrame()
     if classified is not None:

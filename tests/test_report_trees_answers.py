@@ -1,0 +1,89 @@
+"""Seed 002's answer verdicts on the replication page: DTCRS against RAPTOR and the dense baseline on the answer
+metric of each dataset, by annotated type, and Table 6's "helps abstractive questions most" as a difference in
+differences, each figure worked out by hand from a small trees study."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.report.replication import TREES, Settings, render
+from tests.helpers.report_rows import write_sweep
+
+# q1-q3 annotated abstractive, q4-q6 extractive; DTCRS (lm) built trees for q1-q3 only.
+QIDS = ["q1", "q2", "q3", "q4", "q5", "q6"]
+ANNOTATED = ["abstractive"] * 3 + ["extractive"] * 3
+F1 = {
+    "none": [0.2, 0.2, 0.2, 0.5, 0.5, 0.5],
+    "raptor": [0.3, 0.1, 0.2, 0.5, 0.4, 0.6],
+    "dtcrs": [0.6, 0.5, 0.4, 0.5, 0.5, 0.5],
+}
+
+
+def _frame(tree: str, dataset: str, values: list[float], qids: list[str]) -> pd.DataFrame:
+    metric = "qasper_f1" if dataset == "qasper" else "quality_correct"
+    data = pd.DataFrame(
+        {
+            "question_id": qids,
+            "dataset": dataset,
+            "tree": tree,
+            "seed": 42,
+            "budget": 512,
+            "reader": "tiny-reader",
+            "qtype": "extractive",  # the loader's type: the annotated class of the DTCRS rows takes precedence
+            metric: values,
+        }
+    )
+    if tree == "dtcrs":
+        data["tree.classifier"] = "lm"
+        data["tree.annotated_class"] = ANNOTATED[: len(qids)] if dataset == "qasper" else "abstractive"
+        data["tree.summary_nodes"] = [3 if c == "abstractive" else 0 for c in ANNOTATED[: len(qids)]]
+    if tree != "none":
+        data["tree.summary_nodes"] = data.get("tree.summary_nodes", 5)
+        data["tree.build_seconds"], data["tree.cached"] = 1.0, False
+    return data
+
+
+def test_dtcrs_answers_are_paired_with_each_baseline_overall_by_type_and_on_quality(tmp_path):
+    frames = [_frame(tree, "qasper", values, QIDS) for tree, values in F1.items()]
+    frames += [
+        _frame("none", "quality", [0.0, 1.0, 0.0], QIDS[:3]),
+        _frame("dtcrs", "quality", [1.0, 1.0, 0.0], QIDS[:3]),
+    ]
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, frames)
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    section = text[text.index("## Seed 002: answers from DTCRS") :]
+    assert "**not the paper's GPT-4**" in section and "tiny-reader" in section and "**train** split" in section
+    lines = section.splitlines()
+    # DTCRS − dense: 0.4, 0.3, 0.2 on the treed questions, 0 elsewhere: mean 0.150; 3 won, 0 lost.
+    dense = next(line for line in lines if line.startswith("| qasper | all | dtcrs (lm) − dense |"))
+    assert "| 0.150 [" in dense and "| 3/0 | 6 |" in dense
+    # DTCRS − RAPTOR: 0.3, 0.4, 0.2, 0, 0.1, −0.1: mean 0.150, 4 won, 1 lost; on abstractive 0.300, on extractive 0.
+    raptor = next(line for line in lines if line.startswith("| qasper | all | dtcrs (lm) − raptor |"))
+    assert "| 0.150 [" in raptor and "| 4/1 | 6 |" in raptor
+    by_type = next(line for line in lines if line.startswith("| qasper | abstractive | dtcrs (lm) − raptor"))
+    assert "| 0.300 [" in by_type and "| 3/0 | 3 |" in by_type
+    extractive = next(line for line in lines if line.startswith("| qasper | extractive | dtcrs (lm) − raptor"))
+    assert "| 0.000 [" in extractive and "| 1/1 | 3 |" in extractive
+    # Table 6: gain on abstractive (0.300) minus gain on the others (0.000).
+    assert "- dtcrs (lm) − raptor: gain on abstractive minus gain on the others +0.300 [" in section
+    assert "| seed 002 answers: dtcrs (lm) gains most over raptor on abstractive questions (qasper) |" in text
+    # The means table: dense 0.350 over all six, DTCRS 0.500 on the three abstractive ones.
+    assert "| qasper | answer F1 | all | 6 | 0.350 [" in section
+    assert "| qasper | answer F1 | abstractive | 3 | 0.200 [" in section
+    # QuALITY: accuracy 1/3 vs 2/3, paired: +0.333 on 3 questions; no RAPTOR rows, so no contrast with it.
+    quality = next(line for line in lines if line.startswith("| quality | all | dtcrs (lm) − dense |"))
+    assert "| 0.333 [" in quality and "| accuracy |" in quality and "| 1/0 | 3 |" in quality
+    assert not any(line.startswith("| quality | all | dtcrs (lm) − raptor") for line in lines)
+    assert "| seed 002 answers: dtcrs (lm) > dense on answer F1 (qasper) |" in text
+    assert "- QASPER, dtcrs (lm): a tree for 3 of 6 questions; the other 3 read the dense pool" in section
+    assert (tmp_path / "r" / "trees_answers.png").stat().st_size > 0
+
+
+def test_a_study_that_read_nothing_says_so_and_gives_the_command(tmp_path):
+    frame = _frame("raptor", "qasper", [0.1] * 6, QIDS).drop(columns=["qasper_f1"])
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, [frame])
+    text = render(Settings(studies, tmp_path / "r.md", 300))
+    section = text[text.index("## Seed 002: answers from DTCRS") :]
+    assert "**No answers yet.**" in section and TREES.command in section
