@@ -1,12 +1,16 @@
 """DTCRS's question classifier against the annotated answer types, for every offline LM and every way the harness
 can ask: by likelihood (each class's name scored as the reply: summed, per token, and calibrated against a
 content-free question) and by generation (the reply parsed; rules when it names no class or several), each with
-the zero-shot and the few-shot prompt (harness/tree/classify_prompts.py); the rules and the annotation (an
-oracle) beside them. Accuracy with a 95% bootstrap interval over questions, recall per annotated class with
-Wilson intervals, a confusion matrix per design, and for generation how many replies parsed.
+the zero-shot and the few-shot prompt (harness/tree/classify_prompts.py); and two designs a careful reader of
+the paper would try next (``--designs``): the classes in plain words the model knows better than the labels
+(``plain words``, by likelihood), and one yes/no question per class (``yes/no per class``: the class whose
+question gets the largest log P(yes) - log P(no), also calibrated against the content-free question). The rules
+and the annotation (an oracle) beside them. Accuracy with a 95% bootstrap interval over questions, recall per
+annotated class with Wilson intervals, a confusion matrix per design, and for generation how many replies parsed.
 
     .venv/bin/python benchmarks/bench_classifier.py [--lms smollm2,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b]
-        [--prompts zero_shot,few_shot] [--data-dir DIR] [--out outputs/bench_classifier]
+        [--prompts zero_shot,few_shot] [--designs labels,plain,per_class] [--data-dir DIR]
+        [--out outputs/bench_classifier]
 
 The questions are those of the trees study (``paths.data_dir``: ``python -m harness.data fetch qasper
 quality_example``): QASPER's 51 questions of 10 train papers (``dataset=qasper_train_first10``) and QuALITY's
@@ -42,6 +46,29 @@ from harness.tree.questions import (
 
 QASPER_IDS = Path(__file__).resolve().parents[1] / "harness/data/question_ids/qasper_train_first10.txt"
 LMS = ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+DESIGNS = ("labels", "plain", "per_class")
+
+# The classes in the words of an answer rather than as labels: a small LM may know "yes or no" better than
+# "yes/no" as a reply, and "a phrase copied from the document" better than "extractive".
+PLAIN_REPLIES = {
+    "extractive": "a phrase copied from the document",
+    "abstractive": "an explanation in new words",
+    "yes_no": "yes or no",
+    "unanswerable": "nothing, the document does not say",
+}
+PLAIN_PROMPT = (
+    "What kind of answer does this question about a document need?\n\nQuestion: {question}\n\nReply with one of: "
+    + "; ".join(PLAIN_REPLIES.values())
+    + "."
+)
+# One yes/no question per class, each answerable on its own: no reply has to name a label at all.
+PER_CLASS_QUESTIONS = {
+    "extractive": "Can it be answered by copying a short phrase (a name, a number, a term) from the document?",
+    "abstractive": "Does its answer need an explanation in new words, combining several parts of the document?",
+    "yes_no": "Is its answer simply yes or no?",
+    "unanswerable": "Is it a question the document itself could not answer?",
+}
+PER_CLASS_PROMPT = "Here is a question about a document.\n\nQuestion: {question}\n\n{ask} Reply yes or no."
 
 
 def questions(data_dir: Path) -> dict[str, list[tuple[str, str]]]:
@@ -101,6 +128,40 @@ def decisions(lm: str, scorer, generator, prompt: str, asked: dict[str, list[tup
     return rows
 
 
+def further_decisions(lm: str, scorer, asked: dict[str, list[tuple[str, str]]]) -> list[dict]:
+    """The plain-words and yes/no-per-class designs, by likelihood through the transformers scorer."""
+    plain = [PLAIN_REPLIES[c] for c in QUESTION_CLASSES]
+    plain_prior = scorer.continuation_logprobs(PLAIN_PROMPT.format(question=CONTENT_FREE_QUESTION), plain)
+    yes_prior = _yes_margins(scorer, CONTENT_FREE_QUESTION)
+    rows = []
+    for dataset, pairs in asked.items():
+        for question, annotated in pairs:
+            start = time.perf_counter()
+            logprobs = scorer.continuation_logprobs(PLAIN_PROMPT.format(question=question.strip()), plain)
+            seconds = time.perf_counter() - start
+            for score in CLASSIFY_SCORES:
+                scores = likelihood_scores(logprobs, score, plain_prior)
+                label = max(QUESTION_CLASSES, key=lambda c: scores[c])
+                rows.append(_row(lm, "plain", f"plain words, {score}", dataset, question, annotated, label, seconds))
+            start = time.perf_counter()
+            margins = _yes_margins(scorer, question.strip())
+            seconds = time.perf_counter() - start
+            for way, prior in (("yes/no per class", None), ("yes/no per class, calibrated", yes_prior)):
+                label = max(QUESTION_CLASSES, key=lambda c: margins[c] - (prior[c] if prior else 0.0))
+                rows.append(_row(lm, "per_class", way, dataset, question, annotated, label, seconds))
+    return rows
+
+
+def _yes_margins(scorer, question: str) -> dict[str, float]:
+    """log P(yes) - log P(no) of each class's yes/no question about ``question``."""
+    margins = {}
+    for cls in QUESTION_CLASSES:
+        prompt = PER_CLASS_PROMPT.format(question=question, ask=PER_CLASS_QUESTIONS[cls])
+        yes, no = scorer.continuation_logprobs(prompt, ["yes", "no"])
+        margins[cls] = sum(yes) - sum(no)
+    return margins
+
+
 def _row(lm, prompt, way, dataset, question, annotated, label, seconds, parsed=None) -> dict:
     return {
         "lm": lm, "prompt": prompt, "way": way, "dataset": dataset, "question": question,
@@ -154,6 +215,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--lms", default=",".join(LMS))
     parser.add_argument("--prompts", default="zero_shot,few_shot")
+    parser.add_argument(
+        "--designs", default=",".join(DESIGNS), help="labels (both prompts, both ways), plain, per_class"
+    )
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_classifier"))
     args = parser.parse_args()
     asked = questions(args.data_dir)
@@ -163,11 +227,18 @@ def main() -> None:
         models = language_models(lm)
         if models is None:
             continue
-        for prompt in args.prompts.split(","):
+        designs = args.designs.split(",")
+        for prompt in args.prompts.split(",") if "labels" in designs else []:
             start = time.perf_counter()
             rows += decisions(lm, *models, prompt, asked)
             print(f"{lm} {prompt}: {time.perf_counter() - start:.0f} s", flush=True)
             pd.DataFrame(rows).to_csv(args.out / "decisions.csv", index=False)  # kept if a later LM dies
+        if {"plain", "per_class"} & set(designs):
+            start = time.perf_counter()
+            further = further_decisions(lm, models[0], asked)
+            rows += [r for r in further if r["prompt"] in designs]
+            print(f"{lm} plain words, yes/no per class: {time.perf_counter() - start:.0f} s", flush=True)
+            pd.DataFrame(rows).to_csv(args.out / "decisions.csv", index=False)
     frame = pd.DataFrame(rows)
     table = summary(frame)
     lines = [to_markdown(table), ""]
