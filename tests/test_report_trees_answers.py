@@ -19,6 +19,9 @@ F1 = {
 }
 
 
+FILES = {"qasper": "data/qasper/qasper-train-v0.3.json", "quality": "data/quality/quality_example.jsonl"}
+
+
 def _frame(tree: str, dataset: str, values: list[float], qids: list[str]) -> pd.DataFrame:
     metric = "qasper_f1" if dataset == "qasper" else "quality_correct"
     data = pd.DataFrame(
@@ -30,6 +33,8 @@ def _frame(tree: str, dataset: str, values: list[float], qids: list[str]) -> pd.
             "budget": 512,
             "reader": "tiny-reader",
             "qtype": "extractive",  # the loader's type: the annotated class of the DTCRS rows takes precedence
+            "cfg.dataset.split": "train" if dataset == "qasper" else None,
+            "cfg.dataset.path": FILES[dataset],
             metric: values,
         }
     )
@@ -53,7 +58,12 @@ def test_dtcrs_answers_are_paired_with_each_baseline_overall_by_type_and_on_qual
     write_sweep(studies / TREES.directory, frames)
     text = render(Settings(studies, tmp_path / "r.md", 300))
     section = text[text.index("## Seed 002: answers from DTCRS") :]
-    assert "**not the paper's GPT-4**" in section and "tiny-reader" in section and "**train** split" in section
+    assert (
+        "**not the paper's GPT-4**" in section
+        and "tiny-reader" in section
+        and "The 6 QASPER questions come from papers of QASPER's **train** split" in section
+    )
+    assert "The 3 QuALITY questions are those of the repository's example file" in section
     lines = section.splitlines()
     # DTCRS − dense: 0.4, 0.3, 0.2 on the treed questions, 0 elsewhere: mean 0.150; 3 won, 0 lost.
     dense = next(line for line in lines if line.startswith("| qasper | all | dtcrs (lm) − dense |"))

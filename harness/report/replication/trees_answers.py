@@ -79,13 +79,10 @@ def trees_answers_section(settings: Settings) -> Section:
         "GPT-4) and QuALITY too (Table 4, accuracy), and it helps abstractive questions most (Table 6).",
         "",
         f"Setting: {read_with(rows)} reads each variant's context at B = {budget} (seed "
-        f"{int(rows['seed'].iloc[0])}): an offline reader of 0.5B parameters, **not the paper's GPT-4**, so the "
-        "figures compare the trees' contexts through this reader and say nothing of GPT-4's scores. Data: "
-        f"{data_files(rows)}. The QASPER questions are those of the first 10 papers of QASPER's **train** split "
-        "(the paper reports its test split); the QuALITY questions are the 5 of the repository's example "
-        "file, not a split of the release. A user with the official train file reproduces the QASPER rows from "
-        "the shipped paper ids (`dataset=qasper_train_first10`). QASPER F1 is the official evaluator's (max "
-        "over the annotators' answers); QuALITY accuracy maps the answer to an option.",
+        f"{int(rows['seed'].iloc[0])}): an offline reader, **not the paper's GPT-4**, so the figures compare the "
+        "trees' contexts through this reader and say nothing of GPT-4's scores. QASPER F1 is the official "
+        "evaluator's (max over the annotators' answers); QuALITY accuracy maps the answer to an option. Data: "
+        f"{data_files(rows)}.{_data_note(rows)}",
     )
     study_commands(section, settings, [TREES], "python -m harness.report replicate --sections trees trees_answers")
     section.table(_means_table(rows, settings))
@@ -120,6 +117,28 @@ def trees_answers_section(settings: Settings) -> Section:
     _abstractive_gain(section, rows, settings)
     _what_n_shows(section, records)
     return section
+
+
+def _data_note(rows: pd.DataFrame) -> str:
+    """What the questions are, against the paper's evaluation sets: QASPER's train papers, QuALITY's example file."""
+    notes = []
+    qasper = rows[rows["dataset"] == "qasper"]
+    if "cfg.dataset.split" in qasper and (qasper["cfg.dataset.split"].astype(str) == "train").any():
+        notes.append(
+            f"The {qasper['qkey'].nunique()} QASPER questions come from papers of QASPER's **train** split, not the "
+            "split the paper evaluates on; a user with the official train file reproduces them from the shipped "
+            "paper ids (`dataset=qasper_train_first10`)."
+        )
+    quality = rows[rows["dataset"] == "quality"]
+    if (
+        "cfg.dataset.path" in quality
+        and quality["cfg.dataset.path"].astype(str).str.endswith("quality_example.jsonl").any()
+    ):
+        notes.append(
+            f"The {quality['qkey'].nunique()} QuALITY questions are those of the repository's example file, not a "
+            "split of the release."
+        )
+    return "".join(f" {note}" for note in notes)
 
 
 def _contrast_record(dataset: str, kind: str, a: str, b: str, label: str, result: dict, outcome: str) -> dict:
