@@ -299,8 +299,11 @@ def test_a_rebuilt_section_without_old_rows_goes_after_the_earlier_sections_rows
     assert rows[:2] == ["| seed 001: x | reproduced | e |", "| seed 000: submod > naive on y | reversed | f |"]
     assert all(x.startswith("| seed 002") for x in rows[2:]) and len(rows) > 2
     assert "## Other\n\nkept\n\n## Seed 002" in text and "old text" not in text
-    with pytest.raises(ValueError, match="no section"):
-        rebuild_sections("# x\n\n## Verdicts\n", ["trees"], Settings(studies, tmp_path / "r.md", 300))
+    # A document without the section gets it at its end (no section rebuilt before it in the call).
+    added = rebuild_sections(
+        "# x\n\n## Verdicts\n\n## Other\n\nkept\n", ["trees"], Settings(studies, tmp_path / "r.md", 300)
+    )
+    assert added.index("## Other") < added.index(f"## {title}") and "| seed 002" in added
 
 
 def test_other_datasets_get_their_own_packing_rows_with_n_and_mde(tmp_path):

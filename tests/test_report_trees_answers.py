@@ -4,9 +4,12 @@ differences, each figure worked out by hand from a small trees study."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from harness.report.replication import TREES, Settings, render
+from harness.report.replication.document import rebuild_sections
 from tests.helpers.report_rows import write_sweep
 
 # q1-q3 annotated abstractive, q4-q6 extractive; DTCRS (lm) built trees for q1-q3 only.
@@ -38,7 +41,16 @@ def _frame(tree: str, dataset: str, values: list[float], qids: list[str]) -> pd.
             metric: values,
         }
     )
+    data["context"] = [f"chunks of {q}" for q in qids]
     if tree == "dtcrs":
+        treed = [c == "abstractive" for c in ANNOTATED[: len(qids)]]
+        # Treed questions' pools rank a summary third, behind two chunks; q1's context alone holds it (20 tokens).
+        summary = json.dumps([{"kind": "document", "score": 0.9}, {"kind": "document", "score": 0.8},
+                              {"kind": "summary", "score": 0.7}])  # fmt: skip
+        data["pool"] = [summary if t else json.dumps([{"kind": "document", "score": 0.9}]) for t in treed]
+        data["n_candidates"] = [3 if t else 1 for t in treed]
+        data["snippets"] = [json.dumps([{"kind": "summary", "tok": 20}] if q == "q1" else []) for q in qids]
+        data.loc[data["question_id"] == "q1", "context"] = "a summary and chunks of q1"
         data["tree.classifier"] = "lm"
         data["tree.annotated_class"] = ANNOTATED[: len(qids)] if dataset == "qasper" else "abstractive"
         data["tree.summary_nodes"] = [3 if c == "abstractive" else 0 for c in ANNOTATED[: len(qids)]]
@@ -86,7 +98,12 @@ def test_dtcrs_answers_are_paired_with_each_baseline_overall_by_type_and_on_qual
     assert "| 0.333 [" in quality and "| accuracy |" in quality and "| 1/0 | 3 |" in quality
     assert not any(line.startswith("| quality | all | dtcrs (lm) − raptor") for line in lines)
     assert "| seed 002 answers: dtcrs (lm) > dense on answer F1 (qasper) |" in text
-    assert "- QASPER, dtcrs (lm): a tree for 3 of 6 questions; the other 3 read the dense pool" in section
+    # Whether the summaries reached the reader: 3 pools with a summary, ranked 3rd; one context held it (20 of the
+    # 6 questions' summary tokens: 3.3 on average); the other 5 contexts are the dense ones word for word.
+    assert "| qasper | dtcrs (lm) | 6 | 3 | 3 | 2 | 1 | 3.3 | 5 |" in section
+    # On the extractive questions DTCRS's context is the dense one: no score differs, and no MDE is claimed.
+    alike = next(line for line in lines if line.startswith("| qasper | extractive | dtcrs (lm) − dense"))
+    assert "| 0/0 | 3 | 0.000 | – | not reproduced (no question's score differed" in alike
     assert (tmp_path / "r" / "trees_answers.png").stat().st_size > 0
 
 
@@ -97,3 +114,18 @@ def test_a_study_that_read_nothing_says_so_and_gives_the_command(tmp_path):
     text = render(Settings(studies, tmp_path / "r.md", 300))
     section = text[text.index("## Seed 002: answers from DTCRS") :]
     assert "**No answers yet.**" in section and TREES.command in section
+
+
+def test_a_document_written_before_the_answer_section_gets_it_after_the_trees_section(tmp_path):
+    studies = tmp_path / "studies"
+    write_sweep(studies / TREES.directory, [_frame(tree, "qasper", values, QIDS) for tree, values in F1.items()])
+    settings = Settings(studies, tmp_path / "r.md", 300)
+    full = render(settings)
+    heading = "## Seed 002: answers from DTCRS"
+    older = full[: full.index(heading)].rstrip() + "\n"  # the answers section is the document's last
+    older = "\n".join(line for line in older.splitlines() if not line.startswith("| seed 002 answers:")) + "\n"
+    assert heading not in older
+    rebuilt = rebuild_sections(older, ["trees", "trees_answers"], settings)
+    assert rebuilt.index("## Seed 002: RAPTOR vs the query-driven tree") < rebuilt.index(heading)
+    assert "| seed 002 answers: dtcrs (lm) > dense on answer F1 (qasper) |" in rebuilt
+    assert rebuilt.count(heading) == 1

@@ -172,7 +172,8 @@ def _table_rows(lines: list[str]) -> tuple[int, int]:
 def rebuild_sections(text: str, names: Sequence[str], settings: Settings) -> str:
     """``text`` (a document written by :func:`render`) with the sections ``names`` rebuilt from their runs:
     each section's block is replaced where it stands, and its verdict rows (those whose claim matches its
-    pattern) are replaced by the new ones at the place of the first old one. Everything else is kept."""
+    pattern) are replaced by the new ones at the place of the first old one. A section the document does not
+    hold yet goes after the section rebuilt before it in this call, or at the end. Everything else is kept."""
     unknown = [n for n in names if n not in SECTION_NAMES]
     if unknown:
         raise ValueError(f"unknown sections {unknown}; choose from {SECTION_NAMES}")
@@ -187,15 +188,18 @@ def rebuild_sections(text: str, names: Sequence[str], settings: Settings) -> str
         verdict_lines[:] = ["", "| claim | verdict | evidence |", "|---|---|---|", ""]
         first = end = 3
     rows = verdict_lines[first:end]
+    previous = None  # the heading of the section rebuilt just before, in the document's order
     for spec in (s for s in SECTION_SPECS if s.name in names):
         log.info("section: %s", spec.build.__name__)
         section = spec.build(settings)
         heading = f"## {section.title}"
         if heading not in headings:
-            raise ValueError(
-                f"{settings.out} has no section {section.title!r} to rebuild; write the whole document instead"
-            )
+            # A section the document predates goes after the section rebuilt before it, else at the end.
+            at = headings.index(previous) + 1 if previous else len(blocks)
+            blocks.insert(at, (heading, []))
+            headings.insert(at, heading)
         blocks[headings.index(heading)] = (heading, ["", *section.lines, ""])
+        previous = heading
         pattern = re.compile(spec.claims)
         owned = [i for i, row in enumerate(rows) if pattern.match(_claim(row))]
         new_rows = to_markdown(pd.DataFrame(section.verdicts)).split("\n")[2:] if section.verdicts else []

@@ -4,6 +4,7 @@ each read by the offline reader of the trees study's runs, never the paper's GPT
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.metrics.registry import QASPER_F1, QUALITY_CORRECT
-from harness.report.formatting import fmt_ci
+from harness.report.formatting import fmt, fmt_ci
 from harness.report.replication.common import (
     TREES,
     Section,
@@ -35,6 +36,7 @@ VARIANT_ORDER = ("dense", "raptor", "dtcrs (lm)", "dtcrs (annotation)")
 # The paper's comparisons: DTCRS against each baseline, under each classifier the study routes it by.
 CONTRASTS = tuple((d, b) for d in ("dtcrs (lm)", "dtcrs (annotation)") for b in ("raptor", "dense"))
 ABSTRACTIVE = "abstractive"
+NO_DIFFERENCE = "the same answers, or answers scored alike"
 
 
 def answer_variants(rows: pd.DataFrame) -> pd.Series:
@@ -89,7 +91,7 @@ def trees_answers_section(settings: Settings) -> Section:
     figure = _by_type_figure(rows, settings)
     if figure is not None:
         section.add("", f"![seed 002: QASPER F1 by annotated type]({settings.relative(figure)})", "")
-    _same_context_line(section, rows)
+    _summary_reach(section, rows)
     records = []
     for dataset in sorted(rows["dataset"].astype(str).unique()):
         metric, label = ANSWER_METRICS[dataset]
@@ -98,7 +100,7 @@ def trees_answers_section(settings: Settings) -> Section:
             if not {a, b} <= set(at["variant"]):
                 continue
             result = settings.contrast(at, "variant", a, b, metric)
-            outcome = _verdict(result)
+            outcome = _answer_verdict(result)
             records.append(_contrast_record(dataset, "all", a, b, label, result, outcome))
             section.claim(f"seed 002 answers: {a} > {b} on {label} ({dataset})", outcome, _evidence(result))
             if dataset == "qasper":
@@ -107,7 +109,7 @@ def trees_answers_section(settings: Settings) -> Section:
                     typed = at[classes == kind]
                     if {a, b} <= set(typed["variant"]):
                         result = settings.contrast(typed, "variant", a, b, metric)
-                        records.append(_contrast_record(dataset, kind, a, b, label, result, _verdict(result)))
+                        records.append(_contrast_record(dataset, kind, a, b, label, result, _answer_verdict(result)))
     section.add(
         "Paired contrasts, DTCRS minus each baseline, over the questions both read (95% interval from a bootstrap "
         "over questions; n questions, SD of the per-question differences, MDE at α = 0.05 and 80% power). By type: "
@@ -141,6 +143,14 @@ def _data_note(rows: pd.DataFrame) -> str:
     return "".join(f" {note}" for note in notes)
 
 
+def _answer_verdict(result: dict) -> str:
+    """The verdict of a contrast; one where every question scored the same under both variants says so, instead
+    of an interval and an MDE of zero width that would read as certainty."""
+    if result["n_questions"] >= 2 and result["won"] == result["lost"] == 0:
+        return f"not reproduced (no question's score differed: {NO_DIFFERENCE})"
+    return _verdict(result)
+
+
 def _contrast_record(dataset: str, kind: str, a: str, b: str, label: str, result: dict, outcome: str) -> dict:
     return {
         "dataset": dataset,
@@ -151,7 +161,7 @@ def _contrast_record(dataset: str, kind: str, a: str, b: str, label: str, result
         "won/lost": f"{result['won']}/{result['lost']}",
         "n": result["n_questions"],
         "SD": f"{result['sd']:.3f}",
-        "MDE": f"{result['mde']:.3f}",
+        "MDE": f"{result['mde']:.3f}" if result["won"] or result["lost"] else "–",
         "verdict": outcome,
     }
 
@@ -175,19 +185,54 @@ def _means_table(rows: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def _same_context_line(section: Section, rows: pd.DataFrame) -> None:
-    """How many of DTCRS's answers came from the dense pool (no tree): there its context is the baseline's, and
-    so is its answer, so every difference from dense lives on the questions that got a tree."""
-    for variant in ("dtcrs (lm)", "dtcrs (annotation)"):
-        dtcrs = rows[(rows["variant"] == variant) & (rows["dataset"] == "qasper")]
-        if dtcrs.empty or "tree.summary_nodes" not in dtcrs:
+def _summary_reach(section: Section, rows: pd.DataFrame) -> None:
+    """Whether the trees' summaries reached the reader: a summary that ranks below the chunks is never packed under
+    the budget, and then the tree's context, and its answer, are the dense baseline's."""
+    dense = rows[rows["variant"] == "dense"].set_index("qkey")["context"] if "context" in rows else pd.Series()
+    records = []
+    for (dataset, variant), group in rows.groupby([rows["dataset"].astype(str), "variant"], sort=True):
+        if variant == "dense" or "pool" not in group:
             continue
-        treed = int((dtcrs["tree.summary_nodes"].fillna(0) > 0).sum())
-        section.add(
-            f"- QASPER, {variant}: a tree for {treed} of {len(dtcrs)} questions; the other {len(dtcrs) - treed} "
-            "read the dense pool, as the baseline does."
+        pools = group["pool"].map(_summary_ranks)
+        with_tree = pools.map(bool)
+        packed = group["snippets"].map(_summary_tokens) if "snippets" in group else pd.Series(0, index=group.index)
+        same = group["context"].to_numpy() == group["qkey"].map(dense).to_numpy() if len(dense) else []
+        records.append(
+            {
+                "dataset": dataset,
+                "variant": variant,
+                "questions": len(group),
+                "with summaries in the pool": int(with_tree.sum()),
+                "best summary's rank (median)": fmt(pools[with_tree].map(min).median(), digits=0),
+                "pool size (median)": fmt(group["n_candidates"].median(), digits=0) if "n_candidates" in group else "–",
+                "a summary read": int((packed > 0).sum()),
+                "summary tokens read (mean)": fmt(packed.mean(), digits=1),
+                "context as dense": int(sum(same)) if len(dense) else "–",
+            }
         )
-    section.add("")
+    if not records:
+        return
+    section.add(
+        "Did the trees reach the reader? Collapsed-tree retrieval ranks every chunk and summary by cosine to the "
+        "question and packs them in rank order under the budget, so a summary ranked below the chunks that fill "
+        "the budget is never read: then the variant's context is the dense one, and so is its answer. Per "
+        "variant: questions whose pool holds a summary, the best summary's rank there (1 = first), how many "
+        "contexts held a summary and how many were the dense context word for word:"
+    )
+    section.table(pd.DataFrame(records))
+
+
+def _summary_ranks(pool_json: str | None) -> list[int]:
+    """The 1-based ranks of the summary nodes in a question's ranked pool (``pool``: candidates by score)."""
+    pool = json.loads(pool_json) if isinstance(pool_json, str) and pool_json else []
+    ranked = sorted(pool, key=lambda c: -float(c.get("score", 0.0)))
+    return [i + 1 for i, c in enumerate(ranked) if c.get("kind") == "summary"]
+
+
+def _summary_tokens(snippets_json: str | None) -> int:
+    """Tokens of summary text in the packed context (``snippets``: what was packed, with its kind)."""
+    snippets = json.loads(snippets_json) if isinstance(snippets_json, str) and snippets_json else []
+    return sum(int(s.get("tok", 0)) for s in snippets if s.get("kind") == "summary")
 
 
 def _abstractive_gain(section: Section, rows: pd.DataFrame, settings: Settings) -> None:
@@ -207,7 +252,9 @@ def _abstractive_gain(section: Section, rows: pd.DataFrame, settings: Settings) 
             continue
         low, high, se = _difference_ci(x, y, settings)
         mde = mde_from_standard_error(se)
-        outcome = verdict(low, high, mde=mde)
+        outcome = (
+            verdict(low, high, mde=mde) if se > 0 else f"not reproduced (no question's score differed: {NO_DIFFERENCE})"
+        )
         figure = f"{x.mean() - y.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
         power = f"{x.size} abstractive and {y.size} other questions, MDE {mde:.3f}"
         lines.append(f"- {a} − {b}: gain on abstractive minus gain on the others {figure} ({power}) → {outcome}")
@@ -236,18 +283,31 @@ def _difference_ci(x: np.ndarray, y: np.ndarray, settings: Settings) -> tuple[fl
 
 
 def _what_n_shows(section: Section, records: list[dict]) -> None:
-    """The plain statement of what these n can and cannot show, from the contrasts' own MDEs."""
+    """The plain statement of what these n can and cannot show, from the contrasts' own n and MDEs."""
     overall = [r for r in records if r["questions"] == "all"]
     if not overall:
         return
-    parts = [f"{r['dataset']} {r['contrast']}: n = {r['n']}, MDE {r['MDE']}" for r in overall]
-    section.add(
-        "What these n can show: " + "; ".join(parts) + ". A difference smaller than its MDE would be missed four "
-        "times in five, so an interval that includes zero here rules out only effects larger than the MDE; on "
-        "QuALITY's 5 questions (accuracy moves in steps of 0.2) nothing short of a reversal on most questions could "
-        "be seen. The by-type rows rest on fewer questions still. None of these figures bears on GPT-4's answers.",
-        "",
-    )
+    measured = [f"{r['dataset']} {r['contrast']}: n = {r['n']}, MDE {r['MDE']}" for r in overall if r["MDE"] != "–"]
+    alike = [f"{r['dataset']} {r['contrast']}" for r in overall if r["MDE"] == "–"]
+    lines = ["What these n can and cannot show:"]
+    if measured:
+        lines.append(
+            f"- {'; '.join(measured)}. A difference smaller than its MDE would be missed four times in five, so an "
+            "interval that includes zero rules out only effects larger than the MDE."
+        )
+    if alike:
+        lines.append(
+            f"- {'; '.join(alike)}: every question scored the same under both variants, so there is no spread to "
+            "measure; the contexts above say why."
+        )
+    smallest = min(overall, key=lambda r: r["n"])
+    if smallest["n"] < 10:
+        lines.append(
+            f"- {smallest['dataset']}: {smallest['n']} questions, so its mean moves in steps of "
+            f"{1 / smallest['n']:.2f}; only a change on most of them could show, and none of its verdicts generalises."
+        )
+    lines.append("- The by-type rows rest on fewer questions still. None of these figures bears on GPT-4's answers.")
+    section.add(*lines, "")
 
 
 def _by_type_figure(rows: pd.DataFrame, settings: Settings) -> Path | None:
