@@ -112,19 +112,29 @@ def decisions(lm: str, scorer, generator, prompt: str, asked: dict[str, list[tup
     prior = scorer.continuation_logprobs(template.format(question=CONTENT_FREE_QUESTION), replies)
     for dataset, pairs in asked.items():
         for question, annotated in pairs:
-            start = time.perf_counter()
-            logprobs = scorer.continuation_logprobs(template.format(question=question.strip()), replies)
-            seconds = time.perf_counter() - start
-            for score in CLASSIFY_SCORES:
-                scores = likelihood_scores(logprobs, score, prior)
-                label = max(QUESTION_CLASSES, key=lambda c: scores[c])
-                rows.append(_row(lm, prompt, f"likelihood, {score}", dataset, question, annotated, label, seconds))
+            asked_one = (dataset, question, annotated)
+            rows += _likelihood_rows(lm, prompt, "likelihood", scorer, template, replies, prior, asked_one)
             start = time.perf_counter()
             decided = classify_question(question, generator, "lm", annotated, 8, "generation", "sum", prompt)
             seconds = time.perf_counter() - start
             rows.append(
                 _row(lm, prompt, "generation", dataset, question, annotated, decided.label, seconds, decided.lm_parsed)
             )
+    return rows
+
+
+def _likelihood_rows(lm, prompt, way, scorer, template, replies, prior, asked_one) -> list[dict]:
+    """One row per likelihood score (summed, per token, calibrated by ``prior``), all read off one scoring of the
+    ``replies`` after ``template`` filled with the question of ``asked_one`` (dataset, question, annotated)."""
+    dataset, question, annotated = asked_one
+    start = time.perf_counter()
+    logprobs = scorer.continuation_logprobs(template.format(question=question.strip()), replies)
+    seconds = time.perf_counter() - start
+    rows = []
+    for score in CLASSIFY_SCORES:
+        scores = likelihood_scores(logprobs, score, prior)
+        label = max(QUESTION_CLASSES, key=lambda c: scores[c])
+        rows.append(_row(lm, prompt, f"{way}, {score}", dataset, question, annotated, label, seconds))
     return rows
 
 
@@ -136,13 +146,8 @@ def further_decisions(lm: str, scorer, asked: dict[str, list[tuple[str, str]]]) 
     rows = []
     for dataset, pairs in asked.items():
         for question, annotated in pairs:
-            start = time.perf_counter()
-            logprobs = scorer.continuation_logprobs(PLAIN_PROMPT.format(question=question.strip()), plain)
-            seconds = time.perf_counter() - start
-            for score in CLASSIFY_SCORES:
-                scores = likelihood_scores(logprobs, score, plain_prior)
-                label = max(QUESTION_CLASSES, key=lambda c: scores[c])
-                rows.append(_row(lm, "plain", f"plain words, {score}", dataset, question, annotated, label, seconds))
+            asked_one = (dataset, question, annotated)
+            rows += _likelihood_rows(lm, "plain", "plain words", scorer, PLAIN_PROMPT, plain, plain_prior, asked_one)
             start = time.perf_counter()
             margins = _yes_margins(scorer, question.strip())
             seconds = time.perf_counter() - start
