@@ -211,6 +211,8 @@ def test_the_report_links_each_contrast_to_its_two_policies_in_the_viewer(sweep,
     assert "[viewer.html](viewer.html)" in markdown
     links = [line.rsplit("[view](", 1)[1].rstrip(" |)") for line in markdown.splitlines() if "[view](" in line]
     assert len(links) == 2  # focused and submod against the packed baseline
+    # contrasts.csv carries the same addresses, one per contrast (docs/comparing.md)
+    assert sorted(pd.read_csv(out / "contrasts.csv")["viewer"]) == sorted(links)
     chromium.driver.get(f"{(out / links[0].split('#')[0]).resolve().as_uri()}#{links[0].split('#', 1)[1]}")
     wait_ready(chromium)
     shown = chromium.driver.execute_script(

@@ -48,7 +48,8 @@ def compare(
     seed: int = 0,
 ) -> pd.DataFrame:
     """The paired contrasts of every policy against the baseline, as ``python -m harness.report`` writes them
-    to contrasts.csv (with ``--metric``, ``--baseline``, ``--resamples``, ``--confidence`` and ``--seed``).
+    to contrasts.csv (with ``--metric``, ``--baseline``, ``--resamples``, ``--confidence`` and ``--seed``), less
+    the ``viewer`` column of addresses the report adds when it writes its evidence viewer.
 
     One row per (setting, policy, baseline policy): ``mean_a`` (the policy), ``mean_b`` (the baseline),
     ``mean_diff`` with its paired bootstrap interval ``ci_low``..``ci_high``, ``p_value``, ``p_holm`` (Holm over

@@ -55,8 +55,9 @@ def compare_hash(label_a: str, label_b: str) -> str:
     return urlencode({"compare": f"{label_a}|{label_b}"})
 
 
-def contrast_links(contrasts: pd.DataFrame, rows: pd.DataFrame, viewer: str = VIEWER_FILE) -> list[str]:
-    """A markdown link per contrast (the report's ``contrasts`` table data) to the viewer showing its two policies."""
+def contrast_addresses(contrasts: pd.DataFrame, rows: pd.DataFrame, viewer: str = VIEWER_FILE) -> list[str]:
+    """The viewer's address of each contrast (the report's ``contrasts`` table data): its two policies side by
+    side."""
     budgets_vary = "budget" in rows.columns and rows["budget"].nunique() > 1
     datasets_vary = "dataset" in rows.columns and rows["dataset"].nunique() > 1
 
@@ -66,8 +67,7 @@ def contrast_links(contrasts: pd.DataFrame, rows: pd.DataFrame, viewer: str = VI
         return variant_label(policy, budget, dataset)
 
     return [
-        f"[view]({viewer}#{compare_hash(label(r.policy, r), label(r.baseline, r))})"
-        for r in contrasts.itertuples(index=False)
+        f"{viewer}#{compare_hash(label(r.policy, r), label(r.baseline, r))}" for r in contrasts.itertuples(index=False)
     ]
 
 
@@ -75,7 +75,8 @@ def attach_viewer(
     report: Any, rows: pd.DataFrame, layout: Layout, out_dir: Path, sources: Sequence[str]
 ) -> Path | None:
     """Beside a report of rows with provenance: the viewer in ``out_dir``, a link to it in the preamble and a
-    ``viewer`` column of links in the contrasts table (each contrast opens its two policies side by side)."""
+    ``viewer`` column in the contrasts table (each contrast opens its two policies side by side): a link in
+    report.md, the address in contrasts.csv."""
     if "snippets" not in rows.columns:
         return None
     path = out_dir / VIEWER_FILE
@@ -83,7 +84,9 @@ def attach_viewer(
     report.scoring.append(f"Per-question evidence of these runs: [{VIEWER_FILE}]({VIEWER_FILE}) (offline HTML).")
     for table in report.tables:
         if table.name == "contrasts" and len(table.data):
-            table.display = table.display.assign(viewer=contrast_links(table.data, rows))
+            addresses = contrast_addresses(table.data, rows)
+            table.data = table.data.assign(viewer=addresses)
+            table.display = table.display.assign(viewer=[f"[view]({a})" for a in addresses])
     return path
 
 
