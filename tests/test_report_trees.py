@@ -142,3 +142,38 @@ def test_classifier_agreement_needs_the_annotated_class():
     assert classified_questions(classifier_rows().drop(columns=["tree.annotated_class"])) is None
     names = [t.name for t in tree_tables(classifier_rows(), None, Options())]
     assert names == ["classifier_agreement", "classifier_confusion"]
+
+
+def test_summary_reach_by_hand():
+    """Two budgets: at B = 100 the tree's summary (ranked 3rd of 3 by score, though listed 2nd) is not packed and
+    the context is the no-tree one; at B = 200 it is packed (30 tokens) and the context differs. A question
+    without a summary in its pool counts in neither the pool count nor the rank."""
+    pool = json.dumps([{"kind": "document", "score": 0.9}, {"kind": "summary", "score": 0.5},
+                       {"kind": "document", "score": 0.7}])  # fmt: skip
+    plain = json.dumps([{"kind": "document", "score": 0.9}])
+    records = []
+    for budget in (100, 200):
+        for q in ("q1", "q2"):
+            base = {"qkey": q, "budget": budget, "dataset": "d", "n_candidates": 3}
+            records.append({**base, "tree": "none", "policy": "tree=none", "pool": plain, "snippets": "[]",
+                            "context": f"chunks {q} {budget}"})  # fmt: skip
+            read = budget == 200 and q == "q1"
+            records.append({**base, "tree": "dtcrs", "policy": "tree=dtcrs", "pool": pool if q == "q1" else plain,
+                            "snippets": json.dumps([{"kind": "summary", "tok": 30}] if read else []),
+                            "context": "summary" if read else f"chunks {q} {budget}"})  # fmt: skip
+    frame = pd.DataFrame(records)
+    table = tree_tables(frame, None, Options())
+    reach = next(t for t in table if t.name == "summary_reach").data
+    assert reach.to_dict("records") == [
+        {  # 4 rows: q1 and q2 at two budgets; 30 summary tokens over 4 contexts; 3 of them the no-tree ones
+            "dataset": "d",
+            "policy": "tree=dtcrs",
+            "questions": 4,
+            "with_summaries_in_pool": 2,
+            "best_summary_rank_median": 3.0,
+            "pool_size_median": 3.0,
+            "contexts_with_summary": 1,
+            "summary_tokens_mean": 7.5,
+            "contexts_as_no_tree": 3,
+        }
+    ]

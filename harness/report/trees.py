@@ -115,6 +115,95 @@ def tree_cost_table(rows: pd.DataFrame, layout: Layout, options: Options) -> Rep
 
 
 # ----------------------------------------------------------------------------------------------------------
+# whether the trees' summaries reached the reader
+
+NO_TREE = "none"
+SUMMARY_REACH_NOTE = (
+    "Collapsed-tree retrieval ranks every chunk and summary by cosine to the question and packs them in rank order "
+    "under the budget, so a summary ranked below the chunks that fill the budget is never read; then the tree's "
+    "context, and its answer, are the no-tree context and answer. Per tree: questions whose pool holds a summary, "
+    "the best summary's rank there (1 = first), how many contexts held a summary, and how many were the no-tree "
+    "context word for word (where the rows hold a no-tree run of the same questions)."
+)
+
+
+REACH_HEADINGS = {
+    "with_summaries_in_pool": "pool holds a summary",
+    "best_summary_rank_median": "best summary's rank (median)",
+    "pool_size_median": "pool size (median)",
+    "contexts_with_summary": "a summary read",
+    "summary_tokens_mean": "summary tokens read (mean)",
+    "contexts_as_no_tree": "context as no tree",
+}
+
+
+def summary_reach(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group of ``by`` (rows with a tree): questions whose ranked pool holds a summary, the median rank of
+    the best one, the median pool size, contexts that held a summary and their mean summary tokens, and contexts
+    equal to the no-tree run's (``tree`` = none) of the same question and budget."""
+    if not {"pool", "snippets", "tree"} <= set(rows.columns):
+        return pd.DataFrame()
+    keys = [c for c in ("qkey", "budget") if c in rows]
+    baseline = rows[rows["tree"].astype(str) == NO_TREE]
+    contexts = (
+        baseline.drop_duplicates(keys).set_index(keys)["context"] if "context" in rows and len(baseline) else None
+    )
+    records = []
+    for values, group in rows[rows["tree"].astype(str) != NO_TREE].groupby(by, sort=True, dropna=False):
+        ranks = group["pool"].map(summary_ranks)
+        with_summaries = ranks.map(bool)
+        tokens = group["snippets"].map(summary_tokens)
+        same = math.nan
+        if contexts is not None:
+            matched = pd.MultiIndex.from_frame(group[keys]) if len(keys) > 1 else pd.Index(group[keys[0]])
+            same = int((group["context"].to_numpy() == contexts.reindex(matched).to_numpy()).sum())
+        records.append(
+            {
+                **dict(zip(by, values if isinstance(values, tuple) else (values,), strict=True)),
+                "questions": len(group),
+                "with_summaries_in_pool": int(with_summaries.sum()),
+                "best_summary_rank_median": float(ranks[with_summaries].map(min).median()),
+                "pool_size_median": float(group["n_candidates"].median()) if "n_candidates" in group else math.nan,
+                "contexts_with_summary": int((tokens > 0).sum()),
+                "summary_tokens_mean": float(tokens.mean()),
+                "contexts_as_no_tree": same,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def summary_ranks(pool_json: str | None) -> list[int]:
+    """The 1-based ranks of the summary nodes in a question's ranked pool (``pool``: candidates with scores)."""
+    pool = json.loads(pool_json) if isinstance(pool_json, str) and pool_json else []
+    ranked = sorted(pool, key=lambda c: -float(c.get("score", 0.0)))
+    return [i + 1 for i, c in enumerate(ranked) if c.get("kind") == "summary"]
+
+
+def summary_tokens(snippets_json: str | None) -> int:
+    """Tokens of summary text in the packed context (``snippets``: what was packed, with its kind)."""
+    snippets = json.loads(snippets_json) if isinstance(snippets_json, str) and snippets_json else []
+    return sum(int(s.get("tok", 0)) for s in snippets if s.get("kind") == "summary")
+
+
+def summary_reach_display(data: pd.DataFrame) -> pd.DataFrame:
+    """``summary_reach``'s frame with its figures formatted for markdown."""
+    formats = {"best_summary_rank_median": 0, "pool_size_median": 0, "summary_tokens_mean": 1}
+    display = data.copy()
+    for column, digits in formats.items():
+        display[column] = display[column].map(lambda v, d=digits: fmt(v, digits=d))
+    display["contexts_as_no_tree"] = display["contexts_as_no_tree"].map(lambda v: "–" if v != v else str(int(v)))
+    return display.rename(columns=REACH_HEADINGS)
+
+
+def summary_reach_table(rows: pd.DataFrame, layout: Layout, options: Options) -> ReportTable | None:
+    data = summary_reach(rows, [c for c in ("dataset", "policy") if c in rows])
+    if data.empty:
+        return None
+    title = "Summary trees: did the summaries reach the reader?"
+    return ReportTable("summary_reach", title, data, summary_reach_display(data), note=SUMMARY_REACH_NOTE)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # the question classifier against the annotated type
 
 CLASS_ORDER = ("extractive", "abstractive", "yes_no", "unanswerable", "unannotated")
@@ -271,6 +360,7 @@ def tree_tables(rows: pd.DataFrame, layout: Layout, options: Options) -> list[Re
         for t in (
             score_by_question_type_table(rows, layout, options),
             tree_cost_table(rows, layout, options),
+            summary_reach_table(rows, layout, options),
             *classifier_agreement_tables(rows, layout, options),
         )
         if t

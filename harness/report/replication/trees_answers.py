@@ -4,7 +4,6 @@ each read by the offline reader of the trees study's runs, never the paper's GPT
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.metrics.registry import QASPER_F1, QUALITY_CORRECT
-from harness.report.formatting import fmt, fmt_ci
+from harness.report.formatting import fmt_ci
 from harness.report.replication.common import (
     TREES,
     Section,
@@ -28,6 +27,7 @@ from harness.report.replication.common import (
 from harness.report.replication.provenance import study_commands
 from harness.report.replication.trees import tree_variants
 from harness.report.run_sources import data_files
+from harness.report.trees import SUMMARY_REACH_NOTE, summary_reach, summary_reach_display
 from harness.stats.power import mde_from_standard_error
 
 # The answer metric of each dataset, as its official evaluator scores an answer (harness.metrics.longform).
@@ -186,53 +186,13 @@ def _means_table(rows: pd.DataFrame, settings: Settings) -> pd.DataFrame:
 
 
 def _summary_reach(section: Section, rows: pd.DataFrame) -> None:
-    """Whether the trees' summaries reached the reader: a summary that ranks below the chunks is never packed under
-    the budget, and then the tree's context, and its answer, are the dense baseline's."""
-    dense = rows[rows["variant"] == "dense"].set_index("qkey")["context"] if "context" in rows else pd.Series()
-    records = []
-    for (dataset, variant), group in rows.groupby([rows["dataset"].astype(str), "variant"], sort=True):
-        if variant == "dense" or "pool" not in group:
-            continue
-        pools = group["pool"].map(_summary_ranks)
-        with_tree = pools.map(bool)
-        packed = group["snippets"].map(_summary_tokens) if "snippets" in group else pd.Series(0, index=group.index)
-        same = group["context"].to_numpy() == group["qkey"].map(dense).to_numpy() if len(dense) else []
-        records.append(
-            {
-                "dataset": dataset,
-                "variant": variant,
-                "questions": len(group),
-                "with summaries in the pool": int(with_tree.sum()),
-                "best summary's rank (median)": fmt(pools[with_tree].map(min).median(), digits=0),
-                "pool size (median)": fmt(group["n_candidates"].median(), digits=0) if "n_candidates" in group else "–",
-                "a summary read": int((packed > 0).sum()),
-                "summary tokens read (mean)": fmt(packed.mean(), digits=1),
-                "context as dense": int(sum(same)) if len(dense) else "–",
-            }
-        )
-    if not records:
+    """Whether the trees' summaries reached the reader (``harness.report.trees.summary_reach``), per dataset and
+    variant, against the dense runs."""
+    data = summary_reach(rows, ["dataset", "variant"])
+    if data.empty:
         return
-    section.add(
-        "Did the trees reach the reader? Collapsed-tree retrieval ranks every chunk and summary by cosine to the "
-        "question and packs them in rank order under the budget, so a summary ranked below the chunks that fill "
-        "the budget is never read: then the variant's context is the dense one, and so is its answer. Per "
-        "variant: questions whose pool holds a summary, the best summary's rank there (1 = first), how many "
-        "contexts held a summary and how many were the dense context word for word:"
-    )
-    section.table(pd.DataFrame(records))
-
-
-def _summary_ranks(pool_json: str | None) -> list[int]:
-    """The 1-based ranks of the summary nodes in a question's ranked pool (``pool``: candidates by score)."""
-    pool = json.loads(pool_json) if isinstance(pool_json, str) and pool_json else []
-    ranked = sorted(pool, key=lambda c: -float(c.get("score", 0.0)))
-    return [i + 1 for i, c in enumerate(ranked) if c.get("kind") == "summary"]
-
-
-def _summary_tokens(snippets_json: str | None) -> int:
-    """Tokens of summary text in the packed context (``snippets``: what was packed, with its kind)."""
-    snippets = json.loads(snippets_json) if isinstance(snippets_json, str) and snippets_json else []
-    return sum(int(s.get("tok", 0)) for s in snippets if s.get("kind") == "summary")
+    section.add(f"Did the trees reach the reader? {SUMMARY_REACH_NOTE.replace('no-tree', 'dense')}")
+    section.table(summary_reach_display(data).rename(columns=lambda c: c.replace("no tree", "dense")))
 
 
 def _abstractive_gain(section: Section, rows: pd.DataFrame, settings: Settings) -> None:
