@@ -327,7 +327,8 @@ def _tree_verdicts(
             outcome = f"too few runs ({builds}; {MIN_BUILDS} per tree at least)"
             figure, power = f"{change:+.0%} (no interval)", builds
         else:
-            low, high, se = _ratio_ci(a, b, settings)
+            # sum(DTCRS)/sum(RAPTOR) - 1 over independent resamples of each tree's builds
+            low, high, se = two_sample_ci(a, b, lambda ra, rb: ra.sum(1) / rb.sum(1) - 1, settings, 5000)
             mde = mde_from_standard_error(se)
             # Only the build time has a figure in the paper; "fewer nodes" is a direction without a size.
             outcome = verdict(low, high, direction=-1, mde=mde, paper=effect, percent=True)
@@ -374,13 +375,12 @@ def _trees_figure(records: pd.DataFrame, settings: Settings) -> Path:
     return _save(fig, settings.figures / "trees.png")
 
 
-def _ratio_ci(a: np.ndarray, b: np.ndarray, settings: Settings) -> tuple[float, float, float]:
-    """Percentile interval of sum(a)/sum(b) - 1 from independent resamples of a's and b's builds, and the
-    resamples' standard deviation (the standard error behind the minimum detectable effect)."""
+def two_sample_ci(a: np.ndarray, b: np.ndarray, statistic, settings: Settings, most: int) -> tuple[float, float, float]:
+    """Percentile interval of ``statistic(resamples of a, resamples of b)`` (one resample a row, a's and b's drawn
+    independently with the settings' seed, at most ``most`` of them), and the draws' standard deviation (the
+    standard error behind the minimum detectable effect)."""
     rng = np.random.default_rng(settings.seed)
-    n = min(settings.n_resamples, 5000)
-    ra = a[rng.integers(0, a.size, size=(n, a.size))].sum(axis=1)
-    rb = b[rng.integers(0, b.size, size=(n, b.size))].sum(axis=1)
-    ratios = ra / rb - 1
+    n = min(settings.n_resamples, most)
+    draws = statistic(a[rng.integers(0, a.size, size=(n, a.size))], b[rng.integers(0, b.size, size=(n, b.size))])
     tail = (1 - settings.confidence) / 2
-    return float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail)), float(np.std(ratios, ddof=1))
+    return float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail)), float(np.std(draws, ddof=1))

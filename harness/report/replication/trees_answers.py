@@ -25,7 +25,7 @@ from harness.report.replication.common import (
     verdict,
 )
 from harness.report.replication.provenance import study_commands
-from harness.report.replication.trees import tree_variants
+from harness.report.replication.trees import tree_variants, two_sample_ci
 from harness.report.run_sources import data_files
 from harness.report.trees import SUMMARY_REACH_NOTE, summary_reach, summary_reach_display
 from harness.stats.power import mde_from_standard_error
@@ -71,6 +71,7 @@ def trees_answers_section(settings: Settings) -> Section:
     if rows is None:
         return section.missing(TREES)
     rows = _answered(rows.assign(variant=answer_variants(rows)).dropna(subset=["variant"]))
+    rows = rows.assign(annotated=rows["qkey"].map(annotated_classes(rows)))
     if rows.empty:
         section.add("**No answers yet.** The trees study's runs read no answer (they predate `read: true`):")
         section.command(TREES.command)
@@ -104,9 +105,8 @@ def trees_answers_section(settings: Settings) -> Section:
             records.append(_contrast_record(dataset, "all", a, b, label, result, outcome))
             section.claim(f"seed 002 answers: {a} > {b} on {label} ({dataset})", outcome, _evidence(result))
             if dataset == "qasper":
-                classes = at["qkey"].map(annotated_classes(at))
-                for kind in sorted(classes.dropna().unique()):
-                    typed = at[classes == kind]
+                for kind in sorted(at["annotated"].dropna().unique()):
+                    typed = at[at["annotated"] == kind]
                     if {a, b} <= set(typed["variant"]):
                         result = settings.contrast(typed, "variant", a, b, metric)
                         records.append(_contrast_record(dataset, kind, a, b, label, result, _answer_verdict(result)))
@@ -172,10 +172,9 @@ def _means_table(rows: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     for dataset in sorted(rows["dataset"].astype(str).unique()):
         metric, label = ANSWER_METRICS[dataset]
         at = rows[rows["dataset"] == dataset]
-        classes = at["qkey"].map(annotated_classes(at))
         groups = [("all", at)]
         if dataset == "qasper":
-            groups += [(kind, at[classes == kind]) for kind in sorted(classes.dropna().unique())]
+            groups += [(kind, at[at["annotated"] == kind]) for kind in sorted(at["annotated"].dropna().unique())]
         for kind, group in groups:
             record = {"dataset": dataset, "metric": label, "questions": kind, "n": group["qkey"].nunique()}
             for variant in VARIANT_ORDER:
@@ -200,17 +199,18 @@ def _abstractive_gain(section: Section, rows: pd.DataFrame, settings: Settings) 
     QASPER questions minus its gain on the others, with an interval from resampling each group's questions."""
     at = rows[rows["dataset"] == "qasper"]
     metric = ANSWER_METRICS["qasper"][0]
+    classes = at.drop_duplicates("qkey").set_index("qkey")["annotated"]
     lines = []
     for a, b in CONTRASTS:
         if not {a, b} <= set(at["variant"]):
             continue
         wide = at[at["variant"].isin([a, b])].pivot_table(index="qkey", columns="variant", values=metric)
         gain = (wide[a] - wide[b]).dropna()
-        abstractive = gain.index.map(annotated_classes(at)) == ABSTRACTIVE
+        abstractive = gain.index.map(classes) == ABSTRACTIVE
         x, y = gain[abstractive].to_numpy(float), gain[~abstractive].to_numpy(float)
         if min(x.size, y.size) < 2:
             continue
-        low, high, se = _difference_ci(x, y, settings)
+        low, high, se = two_sample_ci(x, y, lambda rx, ry: rx.mean(1) - ry.mean(1), settings, 10000)
         mde = mde_from_standard_error(se)
         outcome = (
             verdict(low, high, mde=mde) if se > 0 else f"not reproduced (no question's score differed: {NO_DIFFERENCE})"
@@ -231,15 +231,6 @@ def _abstractive_gain(section: Section, rows: pd.DataFrame, settings: Settings) 
             *lines,
             "",
         )
-
-
-def _difference_ci(x: np.ndarray, y: np.ndarray, settings: Settings) -> tuple[float, float, float]:
-    """Percentile interval of mean(x) - mean(y) from independent resamples of each, and its standard error."""
-    rng = np.random.default_rng(settings.seed)
-    n = min(settings.n_resamples, 10000)
-    diffs = x[rng.integers(0, x.size, (n, x.size))].mean(axis=1) - y[rng.integers(0, y.size, (n, y.size))].mean(axis=1)
-    tail = (1 - settings.confidence) / 2
-    return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail)), float(np.std(diffs, ddof=1))
 
 
 def _what_n_shows(section: Section, records: list[dict]) -> None:
@@ -276,7 +267,7 @@ def _by_type_figure(rows: pd.DataFrame, settings: Settings) -> Path | None:
     if at.empty:
         return None
     metric = ANSWER_METRICS["qasper"][0]
-    classes = at["qkey"].map(annotated_classes(at))
+    classes = at["annotated"]
     kinds = ["all", *sorted(classes.dropna().unique())]
     variants = [v for v in VARIANT_ORDER if v in set(at["variant"])]
     fig = Figure(figsize=(8.0, 3.6))
