@@ -10,6 +10,7 @@ import pandas as pd
 
 from harness.report.replication import TREES, Settings, render
 from harness.report.replication.document import rebuild_sections
+from harness.report.replication.trees_answers import QASPER_HF_EXPORT_SHA256
 from tests.helpers.report_rows import write_sweep
 
 # q1-q3 annotated abstractive, q4-q6 extractive; DTCRS (lm) built trees for q1-q3 only.
@@ -129,3 +130,20 @@ def test_a_document_written_before_the_answer_section_gets_it_after_the_trees_se
     assert rebuilt.index("## Seed 002: RAPTOR vs the query-driven tree") < rebuilt.index(heading)
     assert "| seed 002 answers: dtcrs (lm) > dense on answer F1 (qasper) |" in rebuilt
     assert rebuilt.count(heading) == 1
+
+
+def test_runs_that_read_the_hugging_face_export_say_it_is_not_the_official_train_file(tmp_path):
+    """The recorded sha256 of the file read decides: the 10-paper export is named as what it is; a run of the
+    official file (another digest) gets no such sentence."""
+    for digest, named in ((QASPER_HF_EXPORT_SHA256, True), ("0" * 64, False)):
+        studies = tmp_path / digest[:4] / "studies"
+        root = write_sweep(
+            studies / TREES.directory, [_frame(tree, "qasper", values, QIDS) for tree, values in F1.items()]
+        )
+        for job in root.iterdir():
+            read = {"key": "path", "path": FILES["qasper"], "sha256": digest, "bytes": 451659}
+            summary = {"n_questions": 6, "data": {"name": "qasper", "files": [read], "records": 6, "seed": 42}}
+            (job / "summary.json").write_text(json.dumps(summary))
+        text = render(Settings(studies, tmp_path / digest[:4] / "r.md", 300))
+        sentence = "is not the official `qasper-train-v0.3.json` but the same 10 train papers exported"
+        assert (sentence in text) is named

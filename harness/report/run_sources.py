@@ -72,7 +72,7 @@ def data_files(rows: pd.DataFrame) -> str:
     for dataset, group in rows.groupby(rows["dataset"].astype(str), sort=True):
         paths = group["cfg.dataset.path"].dropna().astype(str).unique() if "cfg.dataset.path" in group else []
         files = ", ".join(f"`{Path(p).name}`" for p in sorted(paths)) or f"`{dataset}`"
-        digests = _recorded_digests(group)
+        digests = recorded_digests(group)
         if len(digests) == 1:
             files += f" sha256 `{digests.pop()[:SHORT]}`"
         ids = (
@@ -85,7 +85,7 @@ def data_files(rows: pd.DataFrame) -> str:
     return "; ".join(described)
 
 
-def _recorded_digests(rows: pd.DataFrame) -> set[str]:
+def recorded_digests(rows: pd.DataFrame) -> set[str]:
     """The sha256 of the dataset file (``dataset.path``) each run of ``rows`` recorded in its summary.json."""
     digests = set()
     for run_dir in rows["run_dir"].dropna().astype(str).unique() if "run_dir" in rows else []:

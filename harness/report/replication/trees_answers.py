@@ -26,7 +26,7 @@ from harness.report.replication.common import (
 )
 from harness.report.replication.provenance import study_commands
 from harness.report.replication.trees import tree_variants, two_sample_ci
-from harness.report.run_sources import data_files
+from harness.report.run_sources import data_files, recorded_digests
 from harness.report.trees import SUMMARY_REACH_NOTE, summary_reach, summary_reach_display
 from harness.stats.power import mde_from_standard_error
 
@@ -36,6 +36,9 @@ VARIANT_ORDER = ("dense", "raptor", "dtcrs (lm)", "dtcrs (annotation)")
 # The paper's comparisons: DTCRS against each baseline, under each classifier the study routes it by.
 CONTRASTS = tuple((d, b) for d in ("dtcrs (lm)", "dtcrs (annotation)") for b in ("raptor", "dense"))
 ABSTRACTIVE = "abstractive"
+# The first 10 train papers as exported from the Hugging Face conversion of allenai/qasper (rajsr-p/qasper-personal
+# at d40559b, 451,659 bytes): a stand-in read at the official train file's path, not that file.
+QASPER_HF_EXPORT_SHA256 = "8c2e21e84c457cd36ec6749e24b8051fa7fa2dd42fb5455263af4621e9543071"
 NO_DIFFERENCE = "the same answers, or answers scored alike"
 
 
@@ -130,6 +133,13 @@ def _data_note(rows: pd.DataFrame) -> str:
             f"The {qasper['qkey'].nunique()} QASPER questions come from papers of QASPER's **train** split, not the "
             "split the paper evaluates on; a user with the official train file reproduces them from the shipped "
             "paper ids (`dataset=qasper_train_first10`)."
+        )
+    if QASPER_HF_EXPORT_SHA256 in recorded_digests(qasper):
+        notes.append(
+            f"The file these runs read (sha256 `{QASPER_HF_EXPORT_SHA256[:12]}`) is not the official "
+            "`qasper-train-v0.3.json` but the same 10 train papers exported from the Hugging Face conversion of "
+            "allenai/qasper (rajsr-p/qasper-personal at d40559b), read at the official file's path; the shipped "
+            "id list selects the same 51 questions by id from the official file, whose bytes differ."
         )
     quality = rows[rows["dataset"] == "quality"]
     if (
